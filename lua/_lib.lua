@@ -1,0 +1,112 @@
+-- Shared prelude, prepended to every script by service/store.py.
+-- KEYS[1] of every script is the version counter `{<prefix>}:version`; its tag names
+-- every other key, so all keys of a call live in one Redis Cluster slot.
+-- Key names mirror service/keys.py: change both together.
+
+local TAG = string.sub(KEYS[1], 1, #KEYS[1] - #':version')
+local K = {}
+function K.clusters() return TAG .. ':clusters' end
+function K.cluster(c) return TAG .. ':cluster:' .. c end
+function K.broker(n) return TAG .. ':broker:' .. n end
+function K.addrs(n) return TAG .. ':addrs:' .. n end
+function K.broker_topics(n) return TAG .. ':broker-topics:' .. n end
+function K.topics() return TAG .. ':topics' end
+function K.topic(t) return TAG .. ':topic:' .. t end
+function K.queue(t, n) return TAG .. ':queue:' .. t .. ':' .. n end
+function K.live(a) return TAG .. ':live:' .. a end
+function K.expiry() return TAG .. ':expiry' end
+function K.member(a) return TAG .. ':member:' .. a end
+function K.filter(a) return TAG .. ':filter:' .. a end
+function K.kv_namespaces() return TAG .. ':kv-namespaces' end
+function K.kv(ns) return TAG .. ':kv:' .. ns end
+function K.changes() return TAG .. ':changes' end
+local ORDER_TOPIC_CONFIG = 'ORDER_TOPIC_CONFIG'
+
+-- Redis time, not a worker's clock: workers with skewed clocks agree on who expired.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Integers as plain digits (Lua 5.1 would print large ones in exponent form).
+local function int(x)
+  return string.format('%.0f', x)
+end
+
+-- Set by a script when a route reader could see its effect.
+local changed = false
+
+-- Bumps the version and tells every worker's cache, only when something visible changed,
+-- so the periodic re-registration of an unchanged broker does not flush route caches.
+local function publish_if_changed()
+  if not changed then
+    return redis.call('GET', KEYS[1]) or '0'
+  end
+  local v = redis.call('INCR', KEYS[1])
+  redis.call('PUBLISH', K.changes(), v)
+  return tostring(v)
+end
+
+local function leave_cluster(cluster, name)
+  redis.call('SREM', K.cluster(cluster), name)
+  if redis.call('SCARD', K.cluster(cluster)) == 0 then
+    redis.call('SREM', K.clusters(), cluster)
+  end
+end
+
+-- Removes one QueueData, and the topic itself when no broker serves it any more.
+local function drop_queue(topic, name)
+  redis.call('DEL', K.queue(topic, name))
+  redis.call('SREM', K.broker_topics(name), topic)
+  redis.call('SREM', K.topic(topic), name)
+  if redis.call('SCARD', K.topic(topic)) == 0 then
+    redis.call('SREM', K.topics(), topic)
+  end
+end
+
+-- The group has no address left: it goes from the cluster and from every topic.
+local function remove_group(name)
+  for _, topic in ipairs(redis.call('SMEMBERS', K.broker_topics(name))) do
+    drop_queue(topic, name)
+  end
+  local cluster = redis.call('HGET', K.broker(name), 'cluster')
+  redis.call('DEL', K.broker(name), K.addrs(name), K.broker_topics(name))
+  if cluster then
+    leave_cluster(cluster, name)
+  end
+end
+
+-- Removes addr from the group by value, not by id: a late removal must not take out a
+-- new member that has since taken the same id. Cascades when the group is left empty.
+local function detach(name, addr)
+  local flat = redis.call('HGETALL', K.addrs(name))
+  local removed = false
+  for i = 1, #flat, 2 do
+    if flat[i + 1] == addr then
+      redis.call('HDEL', K.addrs(name), flat[i])
+      removed = true
+    end
+  end
+  if removed and redis.call('HLEN', K.addrs(name)) == 0 then
+    remove_group(name)
+  end
+  return removed
+end
+
+-- Forgets the per-address rows: live, deadline, identity, filter servers.
+-- Returns true when a filter server list (visible in routes) went with them.
+local function forget_address(addr)
+  local had_filters = redis.call('DEL', K.filter(addr)) == 1
+  redis.call('DEL', K.live(addr), K.member(addr))
+  redis.call('ZREM', K.expiry(), addr)
+  return had_filters
+end
+
+-- Brings a live row's deadline to now + its timeout (key TTL and index together).
+local function touch_live(addr, now, timeout)
+  redis.call('HSET', K.live(addr), 'lastUpdateTimestamp', int(now))
+  redis.call('PEXPIRE', K.live(addr), timeout)
+  redis.call('ZADD', K.expiry(), int(now + timeout), addr)
+end
+
+-- ---------------------------------------------------------------- script body follows

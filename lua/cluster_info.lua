@@ -1,0 +1,17 @@
+-- Read ClusterInfo (brokerAddrTable and clusterAddrTable) in one step.
+-- KEYS[1] version counter
+-- Returns {version, clusters, brokers}
+--   clusters: {{clusterName, {brokerName, ...}}, ...}
+--   brokers:  {{brokerName, cluster, {brokerId, brokerAddr, ...}}, ...}
+local clusters, brokers = {}, {}
+for _, cluster in ipairs(redis.call('SMEMBERS', K.clusters())) do
+  local names = redis.call('SMEMBERS', K.cluster(cluster))
+  clusters[#clusters + 1] = {cluster, names}
+  for _, name in ipairs(names) do
+    local row = redis.call('HGET', K.broker(name), 'cluster')
+    if row then
+      brokers[#brokers + 1] = {name, row, redis.call('HGETALL', K.addrs(name))}
+    end
+  end
+end
+return {redis.call('GET', KEYS[1]) or '0', clusters, brokers}

@@ -1,0 +1,23 @@
+-- Remove an expired broker (RocketMQ onChannelDestroy), found by address.
+-- Run by every worker's scanner; safe to run twice, and a heartbeat that arrived
+-- after the scan picked the address wins because the deadline is checked here again.
+-- KEYS[1] version counter
+-- ARGV[1] brokerAddr
+-- Returns {version, removed}
+local addr = ARGV[1]
+
+local deadline = redis.call('ZSCORE', K.expiry(), addr)
+if not deadline or tonumber(deadline) > now_ms() then
+  return {redis.call('GET', KEYS[1]) or '0', 0}
+end
+
+-- The live row may already be gone (key TTL); the identity row outlives it for this.
+local name = redis.call('HGET', K.member(addr), 'brokerName')
+if forget_address(addr) then
+  changed = true
+end
+if name and detach(name, addr) then
+  changed = true
+end
+
+return {publish_if_changed(), 1}

@@ -1,0 +1,18 @@
+-- Refresh a registered broker's liveness (heartbeat and query-data-version).
+-- KEYS[1] version counter
+-- ARGV[1] brokerAddr
+-- ARGV[2] brokerName
+-- ARGV[3] brokerId
+-- Returns {1, stored dataVersion} when the broker is registered and alive, else {0}.
+-- A broker whose live row has expired must register in full: it may already be
+-- (or be about to be) removed from the route tables.
+local addr = ARGV[1]
+local name = ARGV[2]
+local id = ARGV[3]
+
+local row = redis.call('HMGET', K.live(addr), 'brokerName', 'brokerId', 'heartbeatTimeoutMillis', 'dataVersion')
+if row[1] ~= name or row[2] ~= id then
+  return {0}
+end
+touch_live(addr, now_ms(), tonumber(row[3]))
+return {1, row[4]}

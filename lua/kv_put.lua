@@ -1,0 +1,14 @@
+-- Put a KV config entry; creates the namespace.
+-- KEYS[1] version counter
+-- ARGV[1] namespace
+-- ARGV[2] key
+-- ARGV[3] value
+-- Returns {version}
+local namespace, key, value = ARGV[1], ARGV[2], ARGV[3]
+
+redis.call('SADD', K.kv_namespaces(), namespace)
+if redis.call('HGET', K.kv(namespace), key) ~= value then
+  redis.call('HSET', K.kv(namespace), key, value)
+  changed = true
+end
+return {publish_if_changed()}

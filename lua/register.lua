@@ -1,0 +1,162 @@
+-- Register a broker (RocketMQ RouteInfoManager.registerBroker), atomically.
+-- KEYS[1]  version counter
+-- ARGV[1]  clusterName
+-- ARGV[2]  brokerAddr
+-- ARGV[3]  brokerName
+-- ARGV[4]  brokerId ('0' is the master)
+-- ARGV[5]  haServerAddr
+-- ARGV[6]  heartbeatTimeoutMillis
+-- ARGV[7]  dataVersion, canonical JSON (compared as a string)
+-- ARGV[8]  filter mode: 'keep' (list absent) or 'set'
+-- ARGV[9]  '1' to remove this broker's QueueData for topics absent from its config
+-- ARGV[10] n, number of topic configs
+-- ARGV[11] m, number of filter servers
+-- ARGV[12 .. 11+m]           filter server addresses
+-- ARGV[12+m ..]              n groups of 5: topic, readQueueNums, writeQueueNums, perm, topicSysFlag
+-- Returns {version, changed, masterFound, masterAddr, masterHaAddr, kvFlat}
+local cluster = ARGV[1]
+local addr = ARGV[2]
+local name = ARGV[3]
+local id = ARGV[4]
+local ha_addr = ARGV[5]
+local timeout = tonumber(ARGV[6])
+local data_version = ARGV[7]
+local filter_mode = ARGV[8]
+local delete_absent = ARGV[9] == '1'
+local n_topics = tonumber(ARGV[10])
+local n_filters = tonumber(ARGV[11])
+local topics_at = 12 + n_filters
+
+local now = now_ms()
+
+-- 1. clusterAddrTable
+if redis.call('SADD', K.cluster(cluster), name) == 1 then
+  changed = true
+end
+redis.call('SADD', K.clusters(), cluster)
+
+-- 2. brokerAddrTable
+local register_first = false
+local old_cluster = redis.call('HGET', K.broker(name), 'cluster')
+if not old_cluster then
+  register_first = true
+  changed = true
+  redis.call('HSET', K.broker(name), 'cluster', cluster, 'brokerName', name)
+elseif old_cluster ~= cluster then
+  -- a group moved cluster: keep it in exactly one cluster set
+  leave_cluster(old_cluster, name)
+  redis.call('HSET', K.broker(name), 'cluster', cluster)
+  changed = true
+end
+
+-- an address belongs to one group: if it served another one, it leaves that one
+local previous = redis.call('HGET', K.member(addr), 'brokerName')
+if previous and previous ~= name then
+  if detach(previous, addr) then
+    changed = true
+  end
+end
+
+-- "the same IP:PORT must only have one record": a promoted slave drops its old id
+local flat = redis.call('HGETALL', K.addrs(name))
+for i = 1, #flat, 2 do
+  if flat[i + 1] == addr and flat[i] ~= id then
+    redis.call('HDEL', K.addrs(name), flat[i])
+    changed = true
+  end
+end
+
+local old_addr = redis.call('HGET', K.addrs(name), id)
+if old_addr ~= addr then
+  redis.call('HSET', K.addrs(name), id, addr)
+  changed = true
+end
+if not old_addr then
+  register_first = true
+elseif old_addr ~= addr then
+  -- the id moved to a new address: the old one is in no group any more, so its rows go
+  local owner = redis.call('HMGET', K.member(old_addr), 'brokerName', 'brokerId')
+  if owner[1] == name and owner[2] == id then
+    if forget_address(old_addr) then
+      changed = true
+    end
+  end
+end
+
+-- 3. topicQueueTable, from the master only
+local live_key = K.live(addr)
+local version_changed = redis.call('HGET', live_key, 'dataVersion') ~= data_version
+if id == '0' then
+  local seen = {}
+  for i = 0, n_topics - 1 do
+    local at = topics_at + i * 5
+    local topic = ARGV[at]
+    local queue_key = K.queue(topic, name)
+    seen[topic] = true
+    local apply = register_first or version_changed or redis.call('EXISTS', queue_key) == 0
+    if apply then
+      local r, w, p, f = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+      local cur = redis.call('HMGET', queue_key, 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
+      if cur[1] ~= r or cur[2] ~= w or cur[3] ~= p or cur[4] ~= f then
+        redis.call('HSET', queue_key, 'topic', topic, 'brokerName', name,
+          'readQueueNums', r, 'writeQueueNums', w, 'perm', p, 'topicSysFlag', f)
+        redis.call('SADD', K.topic(topic), name)
+        redis.call('SADD', K.topics(), topic)
+        redis.call('SADD', K.broker_topics(name), topic)
+        changed = true
+      end
+    end
+  end
+  if delete_absent and (register_first or version_changed) then
+    for _, topic in ipairs(redis.call('SMEMBERS', K.broker_topics(name))) do
+      if not seen[topic] then
+        drop_queue(topic, name)
+        changed = true
+      end
+    end
+  end
+end
+
+-- 4. brokerLiveTable, with the key TTL and the deadline index
+redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name,
+  'brokerId', id, 'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout),
+  'dataVersion', data_version)
+touch_live(addr, now, timeout)
+redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster,
+  'brokerName', name, 'brokerId', id)
+
+-- 5. filterServerTable: absent leaves it, empty removes it, non-empty replaces it
+if filter_mode == 'set' then
+  local new_list = {}
+  for i = 12, topics_at - 1 do
+    new_list[#new_list + 1] = ARGV[i]
+  end
+  local cur = redis.call('LRANGE', K.filter(addr), 0, -1)
+  local same = #cur == #new_list
+  for i = 1, #cur do
+    if cur[i] ~= new_list[i] then same = false end
+  end
+  if not same then
+    redis.call('DEL', K.filter(addr))
+    if #new_list > 0 then
+      redis.call('RPUSH', K.filter(addr), unpack(new_list))
+    end
+    changed = true
+  end
+end
+
+-- 6. the answer: a slave learns its master when the master is alive
+local master_found, master_addr, master_ha = 0, '', ''
+if id ~= '0' then
+  local m = redis.call('HGET', K.addrs(name), '0')
+  if m then
+    local m_ha = redis.call('HGET', K.live(m), 'haServerAddr')
+    if m_ha then
+      master_found, master_addr, master_ha = 1, m, m_ha
+    end
+  end
+end
+local kv = redis.call('HGETALL', K.kv(ORDER_TOPIC_CONFIG))
+
+local version = publish_if_changed()
+return {version, changed and 1 or 0, master_found, master_addr, master_ha, kv}

@@ -1,0 +1,23 @@
+-- Unregister a broker on its shutdown (RocketMQ RouteInfoManager.unregisterBroker).
+-- KEYS[1] version counter
+-- ARGV[1] clusterName (informational: the group's own row says where it is)
+-- ARGV[2] brokerAddr
+-- ARGV[3] brokerName
+-- ARGV[4] brokerId (informational: removal is by address, see detach)
+-- Returns {version, changed}
+local addr = ARGV[2]
+local name = ARGV[3]
+
+-- The address's own rows go only if it still belongs to this group: a late unregister
+-- must not erase the liveness of an address that has since joined another group.
+local owner = redis.call('HGET', K.member(addr), 'brokerName')
+if not owner or owner == name then
+  if forget_address(addr) then
+    changed = true
+  end
+end
+if detach(name, addr) then
+  changed = true
+end
+
+return {publish_if_changed(), changed and 1 or 0}

@@ -1,0 +1,1 @@
+"""PySpark jobs reading the live route tables from Redis."""

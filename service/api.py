@@ -1,0 +1,287 @@
+"""The aiohttp application: routes of API.md, error middleware, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from service import metrics
+from service.config import Settings
+from service.errors import ApiError, error_response, invalid, topic_not_exist
+from service.models import (
+    TOPIC_MAX,
+    HeartbeatRequest,
+    KvPutRequest,
+    QueryDataVersionRequest,
+    RegisterRequest,
+    UnregisterRequest,
+    describe,
+    valid_name,
+)
+from service.openapi import openapi_document
+from service.registry import Registry
+from service.scanner import Scanner
+from service.store import Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+SETTINGS = web.AppKey("settings", Settings)
+STORE = web.AppKey("store", Store)
+REGISTRY = web.AppKey("registry", Registry)
+SCANNER = web.AppKey("scanner", Scanner)
+STATE = web.AppKey("state", dict)
+
+M = TypeVar("M", bound=BaseModel)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
+
+
+OK = orjson.dumps({})
+
+
+def ok() -> web.Response:
+    return web.Response(body=OK, content_type="application/json")
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as e:
+        return error_response(e.status, e.code, e.message)
+    except StoreUnavailable as e:
+        log.warning("Redis unavailable: %s", e)
+        return error_response(503, "STORE_UNAVAILABLE", "the route store is unavailable; nothing was changed, retry",
+                              headers={"Retry-After": "1"})
+    except web.HTTPRequestEntityTooLarge as e:
+        return error_response(413, "PAYLOAD_TOO_LARGE", e.text or "request body too large")
+    except web.HTTPNotFound:
+        return error_response(404, "NOT_FOUND", f"no such endpoint: {request.method} {request.path}")
+    except web.HTTPMethodNotAllowed as e:
+        return error_response(405, "METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.path}",
+                              headers={"Allow": ",".join(sorted(e.allowed_methods))})
+    except web.HTTPException:
+        raise
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, "INTERNAL_ERROR", "internal error; see the registry's log")
+
+
+async def parse(request: web.Request, model: type[M]) -> M:
+    """Reads and validates a JSON body; anything wrong is a 400 before any change."""
+    settings = request.app[SETTINGS]
+    body = await request.read()
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise invalid(f"malformed JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise invalid("the body must be a JSON object")
+    try:
+        return model.model_validate(data, context={
+            "max_queue_nums": settings.max_queue_nums,
+            "max_topics": settings.max_topics_per_registration,
+        })
+    except ValidationError as e:
+        raise invalid(describe(e)) from None
+
+
+def name_param(request: web.Request, param: str, max_length: int = 255) -> str:
+    value = request.match_info[param]
+    if not valid_name(value, max_length):
+        raise invalid(f"{param} must match [%|a-zA-Z0-9_-]+ and be at most {max_length} characters")
+    return value
+
+
+def registry(request: web.Request) -> Registry:
+    return request.app[REGISTRY]
+
+
+# ---------------------------------------------------------------------- broker-facing
+async def register_broker(request: web.Request) -> web.Response:
+    req = await parse(request, RegisterRequest)
+    return json_response(await registry(request).register(req))
+
+
+async def heartbeat(request: web.Request) -> web.Response:
+    req = await parse(request, HeartbeatRequest)
+    if not await registry(request).heartbeat(req):
+        raise ApiError(404, "BROKER_NOT_FOUND", f"broker {req.brokerAddr} is not registered or has expired; register in full")
+    return ok()
+
+
+async def query_data_version(request: web.Request) -> web.Response:
+    req = await parse(request, QueryDataVersionRequest)
+    return json_response(await registry(request).query_data_version(req))
+
+
+async def unregister_broker(request: web.Request) -> web.Response:
+    req = await parse(request, UnregisterRequest)
+    await registry(request).unregister(req)
+    return ok()
+
+
+# ---------------------------------------------------------------------- client-facing
+async def get_route(request: web.Request) -> web.Response:
+    topic = name_param(request, "topic", TOPIC_MAX)
+    route = await registry(request).route(topic)
+    if route.data is None:
+        raise topic_not_exist(topic)
+    return json_response(route.data)
+
+
+async def get_cluster(request: web.Request) -> web.Response:
+    _, body = await registry(request).cluster_info()
+    return json_response(body)
+
+
+def topic_list(which: str) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        _, body = await registry(request).topic_list(which)
+        return json_response(body)
+
+    return handler
+
+
+async def cluster_topics(request: web.Request) -> web.Response:
+    cluster = name_param(request, "clusterName")
+    _, body = await registry(request).topic_list("cluster", cluster)
+    return json_response(body)
+
+
+# ---------------------------------------------------------------------- admin
+async def delete_topic(request: web.Request) -> web.Response:
+    topic = name_param(request, "topic", TOPIC_MAX)
+    cluster = request.query.get("clusterName")
+    if cluster is not None and not valid_name(cluster):
+        raise invalid("clusterName must match [%|a-zA-Z0-9_-]+")
+    await registry(request).delete_topic(topic, cluster)
+    return ok()
+
+
+async def wipe_write_perm(request: web.Request) -> web.Response:
+    name = name_param(request, "brokerName")
+    return json_response({"wipeTopicCount": await registry(request).write_perm(name, "wipe")})
+
+
+async def add_write_perm(request: web.Request) -> web.Response:
+    name = name_param(request, "brokerName")
+    return json_response({"addTopicCount": await registry(request).write_perm(name, "add")})
+
+
+async def kv_put(request: web.Request) -> web.Response:
+    namespace, key = name_param(request, "namespace"), name_param(request, "key")
+    req = await parse(request, KvPutRequest)
+    await registry(request).kv_put(namespace, key, req.value)
+    return ok()
+
+
+async def kv_get(request: web.Request) -> web.Response:
+    namespace, key = name_param(request, "namespace"), name_param(request, "key")
+    value = await registry(request).kv_get(namespace, key)
+    if value is None:
+        raise ApiError(404, "KV_NOT_FOUND", f"No config item, Namespace: {namespace} Key: {key}")
+    return json_response({"value": value})
+
+
+async def kv_delete(request: web.Request) -> web.Response:
+    namespace, key = name_param(request, "namespace"), name_param(request, "key")
+    await registry(request).kv_delete(namespace, key)
+    return ok()
+
+
+async def kv_table(request: web.Request) -> web.Response:
+    namespace = name_param(request, "namespace")
+    table = await registry(request).kv_table(namespace)
+    if table is None:
+        raise ApiError(404, "KV_NOT_FOUND", f"No config item, Namespace: {namespace}")
+    return json_response({"table": table})
+
+
+# ---------------------------------------------------------------------- operations
+async def healthz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    if request.app[STATE].get("stopping"):
+        return error_response(503, "STORE_UNAVAILABLE", "shutting down")
+    await request.app[STORE].ready()
+    return json_response({"status": "ready"})
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[STATE]["openapi"], content_type="application/json")
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_post("/v1/brokers/register", register_broker)
+    r.add_post("/v1/brokers/heartbeat", heartbeat)
+    r.add_post("/v1/brokers/query-data-version", query_data_version)
+    r.add_post("/v1/brokers/unregister", unregister_broker)
+    r.add_post("/v1/brokers/{brokerName}/wipe-write-perm", wipe_write_perm)
+    r.add_post("/v1/brokers/{brokerName}/add-write-perm", add_write_perm)
+    r.add_get("/v1/routes/{topic}", get_route)
+    r.add_get("/v1/cluster", get_cluster)
+    r.add_get("/v1/topics", topic_list("all"))
+    for which in ("system", "unit", "unit-sub", "unit-sub-without-unit"):
+        r.add_get(f"/v1/topics/{which}", topic_list(which))
+    r.add_get("/v1/clusters/{clusterName}/topics", cluster_topics)
+    r.add_delete("/v1/topics/{topic}", delete_topic)
+    r.add_put("/v1/kv/{namespace}/{key}", kv_put)
+    r.add_get("/v1/kv/{namespace}/{key}", kv_get)
+    r.add_delete("/v1/kv/{namespace}/{key}", kv_delete)
+    r.add_get("/v1/kv/{namespace}", kv_table)
+    r.add_get("/healthz", healthz)
+    r.add_get("/readyz", readyz)
+    r.add_get("/metrics", metrics.handler)
+    r.add_get("/v1/openapi.json", openapi)
+
+
+async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    store = app[STORE]
+    if settings.embedded:
+        log.warning("no REDIS_URL: running on an embedded in-process store "
+                    "(single process, NOT durable: everything is lost on exit)")
+    try:
+        await store.load_scripts()
+    except StoreUnavailable as e:
+        # not fatal: readiness stays 503 and scripts load on first use once Redis is back
+        log.warning("Redis unavailable at start (%s); serving 503 until it returns", e)
+    scanner_task = asyncio.create_task(app[SCANNER].run(), name="expiry-scanner")
+    yield
+    scanner_task.cancel()
+    try:
+        await scanner_task
+    except asyncio.CancelledError:
+        pass
+    await store.close()
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    app[STATE]["stopping"] = True
+
+
+def create_app(settings: Settings, store: Store | None = None) -> web.Application:
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[metrics.middleware, errors_middleware])
+    app[SETTINGS] = settings
+    app[STORE] = store or Store(settings)
+    app[REGISTRY] = Registry(app[STORE])
+    app[SCANNER] = Scanner(app[REGISTRY], settings.scan_interval_ms, settings.scan_batch)
+    app[STATE] = {"stopping": False}
+    metrics.install(app, app[SCANNER])
+    add_routes(app)
+    app[STATE]["openapi"] = orjson.dumps(openapi_document(app))
+    app.cleanup_ctx.append(_lifecycle)
+    app.on_shutdown.append(_on_shutdown)
+    return app

@@ -1,0 +1,78 @@
+"""`rmq-registry` / `python -m service`: serve, scan, analytics."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from service.config import Settings, from_env
+
+
+def _serve(settings: Settings) -> int:
+    from aiohttp import web
+
+    from service.api import create_app
+
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # optional: the stock loop works, only slower
+        pass
+    app = create_app(settings)
+    logging.getLogger(__name__).info("serving on http://%s:%s", settings.host, settings.port)
+    # aiohttp handles SIGTERM/SIGINT: stop accepting, finish in-flight requests, clean up
+    web.run_app(app, host=settings.host, port=settings.port, print=None,
+                shutdown_timeout=20, access_log=None)
+    return 0
+
+
+def _scan(settings: Settings) -> int:
+    """One expiry pass and exit, for a CronJob or an operator's shell."""
+    from service.registry import Registry
+    from service.scanner import Scanner
+    from service.store import Store
+
+    async def once() -> int:
+        store = Store(settings)
+        try:
+            removed = await Scanner(Registry(store), settings.scan_interval_ms, settings.scan_batch).scan_once()
+        finally:
+            await store.close()
+        print(f"expired brokers removed: {removed}")
+        return 0
+
+    return asyncio.run(once())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="rmq-registry", description="A horizontally scaled route registry for RocketMQ")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run a registry worker (HTTP API and expiry scanner)")
+    serve.add_argument("--host", help="listen address (RMQ_HOST, default 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="listen port (RMQ_PORT, default 8080)")
+    serve.add_argument("--redis-url", help="Redis URL (REDIS_URL; unset: embedded store)")
+    sub.add_parser("scan", help="run one expiry pass against REDIS_URL and exit")
+    analytics = sub.add_parser("analytics", help="run a PySpark analytics job (see service/analytics)", add_help=False)
+    analytics.add_argument("rest", nargs=argparse.REMAINDER)
+
+    args = parser.parse_args(argv)
+    if args.command == "analytics":
+        from service.analytics.cli import main as analytics_main
+
+        return analytics_main(args.rest)
+
+    settings = from_env()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        return _serve(settings.with_overrides(host=args.host, port=args.port, redis_url=args.redis_url))
+    if settings.embedded:
+        parser.error("scan needs REDIS_URL")
+    return _scan(settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

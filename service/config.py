@@ -1,0 +1,84 @@
+"""Settings from the environment, in one dataclass. Command-line flags override them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+
+def _bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str | None = None
+    host: str = "0.0.0.0"
+    port: int = 8080
+    key_prefix: str = "rmq"
+    broker_timeout_ms: int = 120_000
+    scan_interval_ms: int = 5_000
+    scan_batch: int = 1_000
+    redis_timeout_ms: int = 1_000
+    max_body_bytes: int = 4 * 1024 * 1024
+    order_message_enable: bool = False
+    delete_topic_with_broker_registration: bool = False
+    max_queue_nums: int = 1024
+    max_topics_per_registration: int = 100_000
+    version_poll_ms: int = 500
+    auth_tokens_file: str | None = None
+    auth_reads: str = "open"
+    log_level: str = "INFO"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def embedded(self) -> bool:
+        return not self.redis_url
+
+    def with_overrides(self, **changes: object) -> "Settings":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+# variable -> (field, parser); the single list README's configuration table documents.
+ENV: dict[str, tuple[str, type | object]] = {
+    "REDIS_URL": ("redis_url", str),
+    "RMQ_HOST": ("host", str),
+    "RMQ_PORT": ("port", int),
+    "RMQ_KEY_PREFIX": ("key_prefix", str),
+    "RMQ_BROKER_TIMEOUT_MS": ("broker_timeout_ms", int),
+    "RMQ_SCAN_INTERVAL_MS": ("scan_interval_ms", int),
+    "RMQ_SCAN_BATCH": ("scan_batch", int),
+    "RMQ_REDIS_TIMEOUT_MS": ("redis_timeout_ms", int),
+    "RMQ_MAX_BODY_BYTES": ("max_body_bytes", int),
+    "RMQ_ORDER_MESSAGE_ENABLE": ("order_message_enable", _bool),
+    "RMQ_DELETE_TOPIC_WITH_BROKER_REGISTRATION": ("delete_topic_with_broker_registration", _bool),
+    "RMQ_MAX_QUEUE_NUMS": ("max_queue_nums", int),
+    "RMQ_MAX_TOPICS_PER_REGISTRATION": ("max_topics_per_registration", int),
+    "RMQ_VERSION_POLL_MS": ("version_poll_ms", int),
+    "RMQ_AUTH_TOKENS_FILE": ("auth_tokens_file", str),
+    "RMQ_AUTH_READS": ("auth_reads", str),
+    "RMQ_LOG_LEVEL": ("log_level", str),
+}
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for var, (name, parse) in ENV.items():
+        raw = env.get(var)
+        if raw is None or raw == "":
+            continue
+        try:
+            values[name] = parse(raw)  # type: ignore[operator]
+        except ValueError as exc:
+            raise SystemExit(f"bad value for {var}: {raw!r} ({exc})") from None
+    settings = Settings(**values)  # type: ignore[arg-type]
+    if settings.auth_reads not in ("open", "token"):
+        raise SystemExit(f"RMQ_AUTH_READS must be 'open' or 'token', not {settings.auth_reads!r}")
+    return settings

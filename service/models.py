@@ -1,0 +1,147 @@
+"""Request documents and their validation (API.md field names, RocketMQ's naming rules).
+
+Unknown fields are ignored everywhere: brokers send more of their TopicConfig than a
+route needs (topicFilterType, attributes, ...), and newer brokers may add fields.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+NAME_PATTERN = r"^[%|a-zA-Z0-9_-]+$"
+ADDR_PATTERN = r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})$"
+TOPIC_MAX = 127
+NAME_MAX = 255
+MAX_FILTER_SERVERS = 1024
+MAX_ID = 2**31 - 1
+MAX_LONG = 2**63 - 1
+
+Topic = Annotated[StrictStr, StringConstraints(pattern=NAME_PATTERN, max_length=TOPIC_MAX)]
+Name = Annotated[StrictStr, StringConstraints(pattern=NAME_PATTERN, max_length=NAME_MAX)]
+Addr = Annotated[StrictStr, StringConstraints(pattern=ADDR_PATTERN, max_length=NAME_MAX)]
+BrokerId = Annotated[StrictInt, Field(ge=0, le=MAX_ID)]
+Long = Annotated[StrictInt, Field(ge=0, le=MAX_LONG)]
+
+_port = re.compile(ADDR_PATTERN)
+
+
+def _check_port(addr: str) -> str:
+    m = _port.match(addr)
+    if m is None or not 0 < int(m.group(2)) <= 65535:
+        raise ValueError("port must be 1..65535")
+    return addr
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class DataVersion(_Doc):
+    timestamp: Long
+    counter: Long
+
+    def canonical(self) -> str:
+        """The form stored and compared inside Redis: one string per version."""
+        return f'{{"timestamp":{self.timestamp},"counter":{self.counter}}}'
+
+
+class TopicConfig(_Doc):
+    topicName: Topic | None = None
+    readQueueNums: StrictInt
+    writeQueueNums: StrictInt
+    perm: Annotated[StrictInt, Field(ge=0, le=7)]
+    topicSysFlag: Annotated[StrictInt, Field(ge=0, le=MAX_ID)] = 0
+    order: StrictBool = False
+
+    @field_validator("readQueueNums", "writeQueueNums")
+    @classmethod
+    def _queue_nums(cls, v: int, info: ValidationInfo) -> int:
+        limit = (info.context or {}).get("max_queue_nums", 1024)
+        if not 0 <= v <= limit:
+            raise ValueError(f"must be between 0 and {limit}")
+        return v
+
+
+class TopicConfigWrapper(_Doc):
+    topicConfigTable: dict[Topic, TopicConfig] = Field(default_factory=dict)
+    dataVersion: DataVersion
+
+    @field_validator("topicConfigTable")
+    @classmethod
+    def _table(cls, v: dict[str, TopicConfig], info: ValidationInfo) -> dict[str, TopicConfig]:
+        limit = (info.context or {}).get("max_topics", 100_000)
+        if len(v) > limit:
+            raise ValueError(f"at most {limit} topics per registration")
+        for topic, config in v.items():
+            if config.topicName is not None and config.topicName != topic:
+                raise ValueError(f"topicName {config.topicName!r} differs from its key {topic!r}")
+        return v
+
+
+class BrokerIdentity(_Doc):
+    clusterName: Name
+    brokerAddr: Addr
+    brokerName: Name
+    brokerId: BrokerId
+
+    _addr = field_validator("brokerAddr")(classmethod(lambda cls, v: _check_port(v)))
+
+
+class RegisterRequest(BrokerIdentity):
+    haServerAddr: Addr | None = None
+    heartbeatTimeoutMillis: Annotated[StrictInt, Field(ge=100, le=86_400_000)] | None = None
+    topicConfigSerializeWrapper: TopicConfigWrapper
+    filterServerList: Annotated[list[Addr], Field(max_length=MAX_FILTER_SERVERS)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_ha(cls, data: Any) -> Any:
+        # brokers without HA send an empty string
+        if isinstance(data, dict) and data.get("haServerAddr") == "":
+            data = {**data, "haServerAddr": None}
+        return data
+
+
+class HeartbeatRequest(BrokerIdentity):
+    dataVersion: DataVersion | None = None
+
+
+class QueryDataVersionRequest(BrokerIdentity):
+    dataVersion: DataVersion
+
+
+class UnregisterRequest(BrokerIdentity):
+    pass
+
+
+class KvPutRequest(_Doc):
+    value: StrictStr
+
+
+def describe(error: ValidationError) -> str:
+    """One readable line naming the first few bad fields."""
+    parts = []
+    for e in error.errors()[:5]:
+        where = ".".join(str(p) for p in e["loc"]) or "body"
+        parts.append(f"{where}: {e['msg']}")
+    more = error.error_count() - len(parts)
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def valid_name(value: str, max_length: int = NAME_MAX) -> bool:
+    return len(value) <= max_length and re.fullmatch(NAME_PATTERN, value) is not None

@@ -1,0 +1,130 @@
+"""The HTTP contract (API.md) as an OpenAPI 3 document, served at /v1/openapi.json.
+
+Request schemas come from the pydantic models that validate them, so the document
+cannot drift from what the service accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from service import __version__
+from service.models import (
+    ADDR_PATTERN,
+    NAME_MAX,
+    NAME_PATTERN,
+    TOPIC_MAX,
+    HeartbeatRequest,
+    KvPutRequest,
+    QueryDataVersionRequest,
+    RegisterRequest,
+    UnregisterRequest,
+)
+
+REF = "#/components/schemas/{model}"
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_NAME = {"type": "string", "pattern": NAME_PATTERN, "maxLength": NAME_MAX}
+_ADDR_MAP = {"type": "object", "additionalProperties": {"type": "string", "pattern": ADDR_PATTERN}}
+
+RESPONSES: dict[str, dict[str, Any]] = {
+    "Error": {"type": "object", "required": ["error", "message"],
+              "properties": {"error": _STR, "message": _STR}},
+    "Empty": {"type": "object"},
+    "RegisterResult": {"type": "object", "properties": {
+        "masterAddr": {"type": ["string", "null"]}, "haServerAddr": {"type": ["string", "null"]},
+        "kvTable": {"type": "object", "additionalProperties": _STR}}},
+    "DataVersionResult": {"type": "object", "properties": {
+        "changed": {"type": "boolean"},
+        "nameServerDataVersion": {"oneOf": [{"$ref": REF.format(model="DataVersion")}, {"type": "null"}]}}},
+    "QueueData": {"type": "object", "properties": {
+        "brokerName": _STR, "readQueueNums": _INT, "writeQueueNums": _INT, "perm": _INT, "topicSysFlag": _INT}},
+    "BrokerData": {"type": "object", "properties": {
+        "cluster": _STR, "brokerName": _STR, "brokerAddrs": _ADDR_MAP}},
+    "TopicRouteData": {"type": "object", "properties": {
+        "orderTopicConf": {"type": ["string", "null"]},
+        "queueDatas": {"type": "array", "items": {"$ref": REF.format(model="QueueData")}},
+        "brokerDatas": {"type": "array", "items": {"$ref": REF.format(model="BrokerData")}},
+        "filterServerTable": {"type": "object", "additionalProperties": {"type": "array", "items": _STR}}}},
+    "ClusterInfo": {"type": "object", "properties": {
+        "brokerAddrTable": {"type": "object", "additionalProperties": {"$ref": REF.format(model="BrokerData")}},
+        "clusterAddrTable": {"type": "object", "additionalProperties": {"type": "array", "items": _STR}}}},
+    "TopicList": {"type": "object", "properties": {
+        "topicList": {"type": "array", "items": _STR}, "brokerAddr": {"type": ["string", "null"]}}},
+    "WipeResult": {"type": "object", "properties": {"wipeTopicCount": _INT}},
+    "AddResult": {"type": "object", "properties": {"addTopicCount": _INT}},
+    "KvValue": {"type": "object", "properties": {"value": _STR}},
+    "KvTable": {"type": "object", "properties": {"table": {"type": "object", "additionalProperties": _STR}}},
+    "Status": {"type": "object", "properties": {"status": _STR}},
+}
+
+# (method, path) -> (summary, request model, success schema, error statuses)
+OPERATIONS: dict[tuple[str, str], tuple[str, type[BaseModel] | None, str, tuple[int, ...]]] = {
+    ("POST", "/v1/brokers/register"): ("Register a broker (full registration)", RegisterRequest, "RegisterResult", (400, 413, 503)),
+    ("POST", "/v1/brokers/heartbeat"): ("Keep a registered broker alive", HeartbeatRequest, "Empty", (400, 404, 413, 503)),
+    ("POST", "/v1/brokers/query-data-version"): ("Compare a broker's data version; refreshes liveness", QueryDataVersionRequest, "DataVersionResult", (400, 413, 503)),
+    ("POST", "/v1/brokers/unregister"): ("Unregister a broker", UnregisterRequest, "Empty", (400, 413, 503)),
+    ("POST", "/v1/brokers/{brokerName}/wipe-write-perm"): ("Clear the write bit of a broker's queues", None, "WipeResult", (400, 503)),
+    ("POST", "/v1/brokers/{brokerName}/add-write-perm"): ("Set a broker's queues to read+write", None, "AddResult", (400, 503)),
+    ("GET", "/v1/routes/{topic}"): ("A topic's route", None, "TopicRouteData", (400, 404, 503)),
+    ("GET", "/v1/cluster"): ("Cluster info", None, "ClusterInfo", (503,)),
+    ("GET", "/v1/topics"): ("All topics", None, "TopicList", (503,)),
+    ("GET", "/v1/topics/system"): ("Cluster and broker names, as RocketMQ reports them", None, "TopicList", (503,)),
+    ("GET", "/v1/topics/unit"): ("Unit topics", None, "TopicList", (503,)),
+    ("GET", "/v1/topics/unit-sub"): ("Unit-sub topics", None, "TopicList", (503,)),
+    ("GET", "/v1/topics/unit-sub-without-unit"): ("Unit-sub topics without the unit flag", None, "TopicList", (503,)),
+    ("GET", "/v1/clusters/{clusterName}/topics"): ("Topics of a cluster", None, "TopicList", (400, 503)),
+    ("DELETE", "/v1/topics/{topic}"): ("Delete a topic's route (from one cluster's brokers with ?clusterName=)", None, "Empty", (400, 503)),
+    ("PUT", "/v1/kv/{namespace}/{key}"): ("Put a KV config entry", KvPutRequest, "Empty", (400, 413, 503)),
+    ("GET", "/v1/kv/{namespace}/{key}"): ("Get a KV config entry", None, "KvValue", (400, 404, 503)),
+    ("DELETE", "/v1/kv/{namespace}/{key}"): ("Delete a KV config entry", None, "Empty", (400, 503)),
+    ("GET", "/v1/kv/{namespace}"): ("A KV namespace", None, "KvTable", (400, 404, 503)),
+    ("GET", "/healthz"): ("Liveness", None, "Status", ()),
+    ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded", None, "Status", (503,)),
+}
+
+_PARAM_LIMITS = {"topic": TOPIC_MAX}
+
+
+def _parameters(path: str) -> list[dict[str, Any]]:
+    params = []
+    for part in path.split("/"):
+        if part.startswith("{"):
+            name = part[1:-1]
+            params.append({"name": name, "in": "path", "required": True,
+                           "schema": {**_NAME, "maxLength": _PARAM_LIMITS.get(name, NAME_MAX)}})
+    if path == "/v1/topics/{topic}":
+        params.append({"name": "clusterName", "in": "query", "required": False, "schema": _NAME})
+    return params
+
+
+def openapi_document(app: web.Application | None = None) -> dict[str, Any]:
+    models = [m for (_, m, _, _) in OPERATIONS.values() if m is not None]
+    _, defs = models_json_schema([(m, "validation") for m in models], ref_template=REF)
+    schemas = {**defs.get("$defs", {}), **RESPONSES}
+    paths: dict[str, dict[str, Any]] = {}
+    for (method, path), (summary, model, ok, errors) in OPERATIONS.items():
+        op: dict[str, Any] = {
+            "summary": summary,
+            "operationId": f"{method.lower()}_{path.strip('/').replace('/', '_').replace('{', '').replace('}', '').replace('-', '_')}",
+            "parameters": _parameters(path),
+            "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": REF.format(model=ok)}}}}},
+        }
+        if model is not None:
+            op["requestBody"] = {"required": True, "content": {"application/json": {"schema": {"$ref": REF.format(model=model.__name__)}}}}
+        for status in errors:
+            op["responses"][str(status)] = {"description": "error", "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
+        paths.setdefault(path, {})[method.lower()] = op
+    paths["/metrics"] = {"get": {"summary": "Prometheus metrics", "operationId": "get_metrics",
+                                 "responses": {"200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": _STR}}}}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "RocketMQ route registry", "version": __version__},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }

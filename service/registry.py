@@ -1,0 +1,155 @@
+"""The registry's operations: each change is one Lua script, each read one read script."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from service.keys import ORDER_TOPIC_CONFIG
+from service.models import (
+    HeartbeatRequest,
+    QueryDataVersionRequest,
+    RegisterRequest,
+    UnregisterRequest,
+)
+from service.store import Store
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _pairs(flat: list[Any]) -> dict[str, str]:
+    return {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def _broker_data(row: list[Any]) -> dict[str, Any]:
+    name, cluster, addrs = row
+    by_id = _pairs(addrs)
+    return {
+        "cluster": _s(cluster),
+        "brokerName": _s(name),
+        "brokerAddrs": {k: by_id[k] for k in sorted(by_id, key=int)},
+    }
+
+
+@dataclass(frozen=True)
+class Route:
+    """A topic's route as one version of the tables saw it."""
+
+    version: int
+    data: dict[str, Any] | None  # None: TOPIC_NOT_EXIST
+
+
+class Registry:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.settings = store.settings
+
+    # ------------------------------------------------------------------ broker-facing
+    async def register(self, req: RegisterRequest) -> dict[str, Any]:
+        wrapper = req.topicConfigSerializeWrapper
+        timeout = req.heartbeatTimeoutMillis or self.settings.broker_timeout_ms
+        filters = req.filterServerList or []
+        args: list[str | int] = [
+            req.clusterName, req.brokerAddr, req.brokerName, req.brokerId,
+            req.haServerAddr or "", timeout, wrapper.dataVersion.canonical(),
+            "keep" if req.filterServerList is None else "set",
+            "1" if self.settings.delete_topic_with_broker_registration else "0",
+            len(wrapper.topicConfigTable), len(filters), *filters,
+        ]
+        for topic, tc in wrapper.topicConfigTable.items():
+            args += [topic, tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag]
+        _version, _changed, master_found, master_addr, master_ha, kv = await self.store.run("register", args)
+        found = bool(int(master_found))
+        return {
+            "masterAddr": _s(master_addr) if found else None,
+            "haServerAddr": (_s(master_ha) or None) if found else None,
+            "kvTable": _pairs(kv),
+        }
+
+    async def heartbeat(self, req: HeartbeatRequest) -> bool:
+        """True when the broker is registered and alive (its liveness is then refreshed)."""
+        result = await self.store.run("heartbeat", [req.brokerAddr, req.brokerName, req.brokerId])
+        return bool(int(result[0]))
+
+    async def query_data_version(self, req: QueryDataVersionRequest) -> dict[str, Any]:
+        result = await self.store.run("heartbeat", [req.brokerAddr, req.brokerName, req.brokerId])
+        stored = _s(result[1]) if int(result[0]) and result[1] else None
+        return {
+            "changed": stored != req.dataVersion.canonical(),
+            "nameServerDataVersion": orjson.loads(stored) if stored else None,
+        }
+
+    async def unregister(self, req: UnregisterRequest) -> None:
+        await self.store.run("unregister", [req.clusterName, req.brokerAddr, req.brokerName, req.brokerId])
+
+    async def destroy(self, addr: str) -> bool:
+        """Expiry of one address; True when it was due and removed."""
+        result = await self.store.run("destroy", [addr])
+        return bool(int(result[1]))
+
+    # ------------------------------------------------------------------ client-facing
+    async def route(self, topic: str) -> Route:
+        order = "1" if self.settings.order_message_enable else "0"
+        version, queues, brokers, filters, order_conf = await self.store.run("route", [topic, order])
+        if not queues or not brokers:
+            return Route(int(version), None)
+        return Route(int(version), {
+            "orderTopicConf": _s(order_conf) if order_conf else None,
+            "queueDatas": [
+                {"brokerName": _s(n), "readQueueNums": int(r), "writeQueueNums": int(w),
+                 "perm": int(p), "topicSysFlag": int(f)}
+                for n, r, w, p, f in queues
+            ],
+            "brokerDatas": [_broker_data(b) for b in brokers],
+            "filterServerTable": {_s(addr): [_s(s) for s in servers] for addr, servers in filters},
+        })
+
+    async def cluster_info(self) -> tuple[int, dict[str, Any]]:
+        version, clusters, brokers = await self.store.run("cluster_info", [])
+        return int(version), {
+            "brokerAddrTable": {d["brokerName"]: d for d in sorted(map(_broker_data, brokers), key=lambda d: d["brokerName"])},
+            "clusterAddrTable": {_s(c): sorted(_s(n) for n in names) for c, names in sorted(clusters)},
+        }
+
+    async def topic_list(self, which: str, cluster: str = "") -> tuple[int, dict[str, Any]]:
+        version, names, broker_addr = await self.store.run("topic_lists", [which, cluster])
+        body: dict[str, Any] = {"topicList": sorted(_s(n) for n in names)}
+        if which == "system":
+            body["brokerAddr"] = _s(broker_addr) or None
+        return int(version), body
+
+    # ------------------------------------------------------------------ admin
+    async def write_perm(self, broker_name: str, mode: str) -> int:
+        result = await self.store.run("write_perm", [broker_name, mode])
+        return int(result[1])
+
+    async def delete_topic(self, topic: str, cluster: str | None) -> None:
+        await self.store.run("delete_topic", [topic, cluster or ""])
+
+    async def kv_put(self, namespace: str, key: str, value: str) -> None:
+        await self.store.run("kv_put", [namespace, key, value])
+
+    async def kv_delete(self, namespace: str, key: str) -> None:
+        await self.store.run("kv_delete", [namespace, key])
+
+    async def kv_get(self, namespace: str, key: str) -> str | None:
+        raw = await self.store.call(self.store.redis.hget(self.store.keys.kv(namespace), key))
+        return _s(raw) if raw is not None else None
+
+    async def kv_table(self, namespace: str) -> dict[str, str] | None:
+        """None when the namespace was never created; {} when it was emptied."""
+        keys = self.store.keys
+        pipe = self.store.redis.pipeline(transaction=True)
+        pipe.sismember(keys.kv_namespaces, namespace)
+        pipe.hgetall(keys.kv(namespace))
+        exists, table = await self.store.call(pipe.execute())
+        if not exists:
+            return None
+        return {_s(k): _s(v) for k, v in table.items()}
+
+    async def order_topic_conf(self) -> dict[str, str]:
+        return await self.kv_table(ORDER_TOPIC_CONFIG) or {}

@@ -1,0 +1,70 @@
+"""The expiry loop every worker runs: removes brokers whose deadline has passed.
+
+A pass reads only the due part of the deadline index (ZRANGEBYSCORE up to Redis'
+now), so it costs O(expired), not O(brokers). The destroy script checks the deadline
+again, so a heartbeat that lands between the read and the removal wins, and several
+workers scanning at once do no harm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from service.registry import Registry
+from service.store import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ScanStats:
+    passes: int = 0
+    expired: int = 0
+    failures: int = 0
+
+
+class Scanner:
+    def __init__(self, registry: Registry, interval_ms: int, batch: int = 1000) -> None:
+        self.registry = registry
+        self.store = registry.store
+        self.interval = interval_ms / 1000
+        self.batch = batch
+        self.stats = ScanStats()
+
+    async def due(self) -> list[str]:
+        redis = self.store.redis
+        seconds, micros = await self.store.call(redis.time())
+        now_ms = seconds * 1000 + micros // 1000
+        raw = await self.store.call(
+            redis.zrangebyscore(self.store.keys.expiry, "-inf", now_ms, start=0, num=self.batch)
+        )
+        return [a.decode() if isinstance(a, bytes) else a for a in raw]
+
+    async def scan_once(self) -> int:
+        """One pass; returns how many brokers this worker removed."""
+        removed = 0
+        while True:
+            due = await self.due()
+            for addr in due:
+                if await self.registry.destroy(addr):
+                    removed += 1
+                    log.info("broker %s expired: removed from the route tables", addr)
+            if len(due) < self.batch:
+                break
+        self.stats.passes += 1
+        self.stats.expired += removed
+        return removed
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.scan_once()
+            except StoreUnavailable as exc:
+                self.stats.failures += 1
+                log.warning("expiry scan skipped, Redis unavailable: %s", exc)
+            except Exception:  # the loop must outlive any one bad pass
+                self.stats.failures += 1
+                log.exception("expiry scan failed")
+            await asyncio.sleep(self.interval)
