@@ -1,0 +1,119 @@
+# syntax=docker/dockerfile:1.7
+#
+# rmq-registry images. Build with BuildKit (the default builder of current Docker):
+#
+#   docker build -t rmq-registry:0.1.0 .                                       # the registry
+#   docker build --target analytics -t rmq-registry-analytics:0.1.0 .          # + Java + Spark
+#
+# Targets:
+#   builder            builds the project wheel and every dependency wheel (needs PyPI)
+#   runtime (default)  python slim + the wheels only; no compiler, no sources, no pip cache
+#   analytics          runtime + OpenJDK 17 JRE + pyspark 3.5 (the `analytics` extra)
+#                      + spark-redis, for the CronJob in k8s/analytics-cronjob.yaml
+#
+# Configuration is by environment only (REDIS_URL, RMQ_*: see service/config.py and
+# docs/deploy.md). The container runs as uid/gid 10001 and writes nothing but /tmp,
+# so it runs with a read-only root filesystem.
+
+ARG SPARK_REDIS_JAR=spark-redis_2.12-3.1.0-jar-with-dependencies.jar
+
+# --------------------------------------------------------------------------- builder
+FROM python:3.11.13-slim-bookworm AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY service/ service/
+COPY lua/ lua/
+# /dist: the project wheel alone; /wheels: it and every runtime dependency as wheels,
+# so the runtime stage installs with --no-index (no network, no build tools).
+RUN pip wheel --no-deps --wheel-dir /dist . \
+ && pip wheel --wheel-dir /wheels /dist/*.whl
+
+# ----------------------------------------------------------------- analytics-builder
+FROM builder AS analytics-builder
+RUN pip wheel --wheel-dir /wheels "$(ls /dist/*.whl)[analytics]"
+
+# --------------------------------------------------------------------------- runtime
+FROM python:3.11.13-slim-bookworm AS runtime
+LABEL org.opencontainers.image.title="rmq-registry" \
+      org.opencontainers.image.description="RocketMQ route registry: stateless aiohttp workers, route tables in Redis"
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    RMQ_HOST=0.0.0.0 \
+    RMQ_PORT=8080
+RUN groupadd --system --gid 10001 rmq \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home \
+      --home-dir /nonexistent --shell /usr/sbin/nologin rmq
+RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
+    --mount=type=bind,from=builder,source=/dist,target=/dist \
+    pip install --no-index --find-links=/wheels /dist/*.whl
+WORKDIR /tmp
+USER 10001:10001
+# 8080: HTTP API, /healthz, /readyz, /metrics. 9876: RocketMQ remoting (reserved for
+# the TCP endpoint; the Service in k8s/ publishes it too).
+EXPOSE 8080 9876
+HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('RMQ_PORT', '8080'), timeout=2)"]
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["rmq-registry"]
+CMD ["serve"]
+
+# ------------------------------------------------------------------------- analytics
+FROM runtime AS analytics
+ARG SPARK_REDIS_JAR
+USER 0:0
+# Debian's JRE follows bookworm's security updates; its version is left to the
+# (pinned) base image's package lists rather than pinned here.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && rm -rf /var/lib/apt/lists/*
+RUN --mount=type=bind,from=analytics-builder,source=/wheels,target=/wheels \
+    --mount=type=bind,from=builder,source=/dist,target=/dist \
+    pip install --no-index --find-links=/wheels "$(ls /dist/*.whl)[analytics]"
+# spark-redis: baked in when the build context has jars/$SPARK_REDIS_JAR (download it
+# beforehand, see docs/deploy.md); otherwise the job resolves it at run time with
+# spark-submit --packages $SPARK_REDIS_PACKAGE (needs Maven Central from the pod).
+# /opt/rmq/analytics_driver.py is the spark-submit application: it runs
+# `rmq-registry analytics ARGS...` inside the driver spark-submit started.
+# /opt/rmq/entrypoint.sh runs `rmq-registry ARGS...`, or a Spark executor when the
+# first argument is `executor` (Spark on Kubernetes starts executor pods that way).
+# (the single quotes below are printf data: nothing is meant to expand at build time)
+# hadolint ignore=SC2016
+RUN --mount=type=bind,source=.,target=/ctx \
+    mkdir -p /opt/rmq/jars \
+ && if [ -f "/ctx/jars/${SPARK_REDIS_JAR}" ]; then cp "/ctx/jars/${SPARK_REDIS_JAR}" /opt/rmq/jars/; fi \
+ && printf '%s\n' \
+      'import sys' \
+      'from service.cli import main' \
+      'sys.argv = ["rmq-registry", "analytics", *sys.argv[1:]]' \
+      'sys.exit(main())' \
+      > /opt/rmq/analytics_driver.py \
+ && printf '%s\n' \
+      '#!/bin/bash' \
+      'set -euo pipefail' \
+      'if [ "${1:-}" != executor ]; then exec rmq-registry "$@"; fi' \
+      'SPARK_HOME="${SPARK_HOME:-$(python3 -c "import os, pyspark; print(os.path.dirname(pyspark.__file__))")}"' \
+      'readarray -t java_opts < <(env | grep "^SPARK_JAVA_OPT_" | sort -t_ -k4 -n | sed "s/[^=]*=//")' \
+      'exec java "${java_opts[@]}" -Xms"$SPARK_EXECUTOR_MEMORY" -Xmx"$SPARK_EXECUTOR_MEMORY" \' \
+      '  -cp "${SPARK_CLASSPATH:-}:$SPARK_HOME/jars/*:/opt/rmq/jars/*" \' \
+      '  org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \' \
+      '  --driver-url "$SPARK_DRIVER_URL" --executor-id "$SPARK_EXECUTOR_ID" \' \
+      '  --cores "$SPARK_EXECUTOR_CORES" --app-id "$SPARK_APPLICATION_ID" \' \
+      '  --hostname "$SPARK_EXECUTOR_POD_IP" --resourceProfileId "${SPARK_RESOURCE_PROFILE_ID:-0}" \' \
+      '  --podName "$SPARK_EXECUTOR_POD_NAME"' \
+      > /opt/rmq/entrypoint.sh \
+ && chmod 0755 /opt/rmq/entrypoint.sh \
+ && chmod -R a+rX /opt/rmq
+ENV SPARK_REDIS_JAR=/opt/rmq/jars/${SPARK_REDIS_JAR} \
+    SPARK_REDIS_PACKAGE=com.redislabs:spark-redis_2.12:3.1.0 \
+    PYSPARK_PYTHON=python3 \
+    PYSPARK_DRIVER_PYTHON=python3 \
+    HOME=/tmp
+USER 10001:10001
+ENTRYPOINT ["/opt/rmq/entrypoint.sh"]
+CMD ["analytics", "--help"]
