@@ -7,8 +7,9 @@
 #
 # Targets:
 #   builder            builds the project wheel and every dependency wheel (needs PyPI)
-#   runtime (default)  python slim + the wheels only; no compiler, no sources, no pip cache
-#   analytics          runtime + OpenJDK 17 JRE + pyspark 3.5 (the `analytics` extra)
+#   runtime (default)  base + the registry's USER/EXPOSE/HEALTHCHECK/ENTRYPOINT
+#   base               python slim + the wheels only; no compiler, no sources, no pip cache
+#   analytics          base + OpenJDK 17 JRE + pyspark 3.5 (the `analytics` extra)
 #                      + spark-redis, for the CronJob in k8s/analytics-cronjob.yaml
 #
 # Configuration is by environment only (REDIS_URL, RMQ_*: see service/config.py and
@@ -35,8 +36,9 @@ RUN pip wheel --no-deps --wheel-dir /dist . \
 FROM builder AS analytics-builder
 RUN pip wheel --wheel-dir /wheels "$(ls /dist/*.whl)[analytics]"
 
-# --------------------------------------------------------------------------- runtime
-FROM python:3.11.13-slim-bookworm AS runtime
+# ------------------------------------------------------------------------------ base
+# What both images share: the user, the environment, the installed wheels.
+FROM python:3.11.13-slim-bookworm AS base
 LABEL org.opencontainers.image.title="rmq-registry" \
       org.opencontainers.image.description="RocketMQ route registry: stateless aiohttp workers, route tables in Redis"
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -52,18 +54,9 @@ RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     --mount=type=bind,from=builder,source=/dist,target=/dist \
     pip install --no-index --find-links=/wheels /dist/*.whl
 WORKDIR /tmp
-USER 10001:10001
-# 8080: HTTP API, /healthz, /readyz, /metrics. 9876: RocketMQ remoting (reserved for
-# the TCP endpoint; the Service in k8s/ publishes it too).
-EXPOSE 8080 9876
-HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
-  CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('RMQ_PORT', '8080'), timeout=2)"]
-STOPSIGNAL SIGTERM
-ENTRYPOINT ["rmq-registry"]
-CMD ["serve"]
 
 # ------------------------------------------------------------------------- analytics
-FROM runtime AS analytics
+FROM base AS analytics
 ARG SPARK_REDIS_JAR
 USER 0:0
 # Debian's JRE follows bookworm's security updates; its version is left to the
@@ -117,3 +110,17 @@ ENV SPARK_REDIS_JAR=/opt/rmq/jars/${SPARK_REDIS_JAR} \
 USER 10001:10001
 ENTRYPOINT ["/opt/rmq/entrypoint.sh"]
 CMD ["analytics", "--help"]
+
+# --------------------------------------------------------------------------- runtime
+# The registry image; last in this file, so the default target of `docker build`.
+FROM base AS runtime
+USER 10001:10001
+# 8080: HTTP API, /healthz, /readyz, /metrics. 9876: RocketMQ remoting (reserved for
+# the TCP endpoint; the Service in k8s/ publishes it too).
+EXPOSE 8080 9876
+HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('RMQ_PORT', '8080'), timeout=2)"]
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["rmq-registry"]
+CMD ["serve"]
+
