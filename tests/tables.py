@@ -1,0 +1,116 @@
+"""Reading the route tables straight from Redis: the invariant checker and snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from service.keys import Keys
+
+
+def _s(v: bytes | str) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def snapshot(r: redis.Redis, keys: Keys = Keys()) -> dict[str, Any]:
+    """Every table key and its content (live rows without their timestamps, which move)."""
+    out: dict[str, Any] = {}
+    for raw in r.scan_iter(match=f"{keys.tag}:*", count=1000):
+        key = _s(raw)
+        kind = _s(r.type(key))
+        if kind == "set":
+            out[key] = sorted(_s(m) for m in r.smembers(key))
+        elif kind == "hash":
+            out[key] = {_s(k): _s(v) for k, v in r.hgetall(key).items() if _s(k) != "lastUpdateTimestamp"}
+        elif kind == "list":
+            out[key] = [_s(v) for v in r.lrange(key, 0, -1)]
+        elif kind == "zset":
+            out[key] = sorted(_s(m) for m in r.zrange(key, 0, -1))
+        else:
+            out[key] = _s(r.get(key))
+    return out
+
+
+def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
+    """What is wrong with the tables; [] when they are consistent.
+
+    - every broker name in a cluster set has a BrokerData naming that cluster, with >= 1 address
+    - every BrokerData is in its cluster's set, and every listed cluster has brokers
+    - every QueueData names an existing broker name and is indexed by its topic and broker
+    - every topic has at least one QueueData
+    - every address of a BrokerData has its identity row (for expiry) and a deadline
+    - every live row and every filter list belongs to an address of some BrokerData
+    """
+    bad: list[str] = []
+    t = keys.tag
+    smembers = lambda k: {_s(m) for m in r.smembers(k)}  # noqa: E731
+    clusters = smembers(keys.clusters)
+    for c in clusters:
+        if not r.exists(keys.cluster(c)):
+            bad.append(f"cluster {c} listed with no brokers")
+    addr_owner: dict[str, str] = {}
+    for raw in r.scan_iter(match=f"{t}:cluster:*"):
+        c = _s(raw)[len(f"{t}:cluster:"):]
+        if c not in clusters:
+            bad.append(f"cluster set {c} not in the cluster list")
+        for name in smembers(raw):
+            row = r.hget(keys.broker(name), "cluster")
+            if row is None:
+                bad.append(f"broker {name} in cluster {c} has no BrokerData")
+            elif _s(row) != c:
+                bad.append(f"broker {name} in cluster set {c} but its BrokerData says {_s(row)}")
+    for raw in r.scan_iter(match=f"{t}:broker:*"):
+        name = _s(raw)[len(f"{t}:broker:"):]
+        c = _s(r.hget(raw, "cluster"))
+        if name not in smembers(keys.cluster(c)):
+            bad.append(f"BrokerData {name} missing from its cluster set {c}")
+        addrs = {_s(k): _s(v) for k, v in r.hgetall(keys.addrs(name)).items()}
+        if not addrs:
+            bad.append(f"broker {name} has no addresses")
+        if len(set(addrs.values())) != len(addrs):
+            bad.append(f"broker {name} has one address under two ids: {addrs}")
+        for bid, addr in addrs.items():
+            if addr in addr_owner:
+                bad.append(f"address {addr} in two groups: {addr_owner[addr]} and {name}")
+            addr_owner[addr] = name
+            member = {_s(k): _s(v) for k, v in r.hgetall(keys.member(addr)).items()}
+            if member.get("brokerName") != name or member.get("brokerId") != bid:
+                bad.append(f"address {addr} ({name}/{bid}) has identity row {member}")
+            if r.zscore(keys.expiry, addr) is None:
+                bad.append(f"address {addr} ({name}) has no deadline")
+    for raw in r.scan_iter(match=f"{t}:addrs:*"):
+        name = _s(raw)[len(f"{t}:addrs:"):]
+        if not r.exists(keys.broker(name)):
+            bad.append(f"addresses of {name} without BrokerData")
+    topics = smembers(keys.topics)
+    for raw in r.scan_iter(match=f"{t}:queue:*"):
+        topic, name = _s(raw)[len(f"{t}:queue:"):].split(":", 1)
+        if not r.exists(keys.broker(name)):
+            bad.append(f"QueueData {topic}/{name} names a broker that is gone")
+        if topic not in topics or name not in smembers(keys.topic(topic)) or topic not in smembers(keys.broker_topics(name)):
+            bad.append(f"QueueData {topic}/{name} not indexed")
+    for topic in topics:
+        names = smembers(keys.topic(topic))
+        if not names:
+            bad.append(f"topic {topic} without QueueData")
+        for name in names:
+            if not r.exists(keys.queue(topic, name)):
+                bad.append(f"topic {topic} lists {name} without its QueueData")
+    for raw in r.scan_iter(match=f"{t}:topic:*"):
+        if _s(raw)[len(f"{t}:topic:"):] not in topics:
+            bad.append(f"topic set {_s(raw)} not in the topic list")
+    for raw in r.scan_iter(match=f"{t}:broker-topics:*"):
+        name = _s(raw)[len(f"{t}:broker-topics:"):]
+        for topic in smembers(raw):
+            if not r.exists(keys.queue(topic, name)):
+                bad.append(f"broker {name} indexes topic {topic} without QueueData")
+    for kind in ("live", "member", "filter"):
+        for raw in r.scan_iter(match=f"{t}:{kind}:*"):
+            addr = _s(raw)[len(f"{t}:{kind}:"):]
+            if addr not in addr_owner:
+                bad.append(f"{kind} row of {addr}, an address in no BrokerData")
+    for raw in r.zrange(keys.expiry, 0, -1):
+        if _s(raw) not in addr_owner:
+            bad.append(f"deadline for {_s(raw)}, an address in no BrokerData")
+    return bad

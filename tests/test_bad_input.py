@@ -1,0 +1,139 @@
+"""Bad input answers 400/413 with the JSON error body and changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+from aiohttp.test_utils import TestClient
+
+from tests.builders import identity, registration, topic_config
+from tests.calls import register
+from tests.tables import snapshot
+
+
+def with_topic(**fields: Any) -> dict[str, Any]:
+    return registration(topics={"T1": {**topic_config("T1"), **fields}})
+
+
+def without(field: str) -> dict[str, Any]:
+    body = registration()
+    del body[field]
+    return body
+
+
+BAD_REGISTRATIONS = {
+    "missing clusterName": without("clusterName"),
+    "missing brokerAddr": without("brokerAddr"),
+    "missing topic wrapper": without("topicConfigSerializeWrapper"),
+    "brokerId as string": {**registration(), "brokerId": "0"},
+    "brokerId as bool": {**registration(), "brokerId": False},
+    "negative brokerId": {**registration(), "brokerId": -1},
+    "bad cluster name": {**registration(), "clusterName": "my cluster"},
+    "bad broker name": {**registration(), "brokerName": "a:b"},
+    "address without port": {**registration(), "brokerAddr": "10.0.0.1"},
+    "address port zero": {**registration(), "brokerAddr": "10.0.0.1:0"},
+    "address port too big": {**registration(), "brokerAddr": "10.0.0.1:70000"},
+    "bad topic name": registration(topics={"bad topic": topic_config("bad topic")}),
+    "topic name too long": registration(topics={"T" * 128: topic_config("T" * 128)}),
+    "topicName differs from key": registration(topics={"T1": topic_config("T2")}),
+    "negative queue count": with_topic(readQueueNums=-1),
+    "huge queue count": with_topic(writeQueueNums=1025),
+    "queue count as float": with_topic(writeQueueNums=4.0),
+    "perm 8": with_topic(perm=8),
+    "perm as string": with_topic(perm="6"),
+    "timeout too small": {**registration(), "heartbeatTimeoutMillis": 1},
+    "filter server not an address": {**registration(), "filterServerList": ["nope"]},
+    "dataVersion missing counter": {**registration(), "topicConfigSerializeWrapper": {
+        "topicConfigTable": {}, "dataVersion": {"timestamp": 1}}},
+}
+
+
+@pytest.fixture
+async def seeded(client: TestClient, r: redis.Redis) -> dict[str, Any]:
+    await register(client, registration(addr="10.0.0.1:10911", topics=["T1"]))
+    await client.put("/v1/kv/ns/k", json={"value": "v"})
+    return snapshot(r)
+
+
+@pytest.mark.parametrize("body", BAD_REGISTRATIONS.values(), ids=BAD_REGISTRATIONS.keys())
+async def test_invalid_registration_is_rejected_and_changes_nothing(client: TestClient, r: redis.Redis, seeded: dict, body: dict) -> None:
+    resp = await client.post("/v1/brokers/register", json=body)
+    assert resp.status == 400
+    error = await resp.json()
+    assert error["error"] == "INVALID_REQUEST" and error["message"]
+    assert snapshot(r) == seeded
+
+
+@pytest.mark.parametrize("raw", [b"{", b"not json", b"[1, 2]", b'"text"', b"", b'{"a": NaN'])
+async def test_malformed_json_is_rejected(client: TestClient, r: redis.Redis, seeded: dict, raw: bytes) -> None:
+    resp = await client.post("/v1/brokers/register", data=raw, headers={"Content-Type": "application/json"})
+    assert resp.status == 400
+    assert (await resp.json())["error"] == "INVALID_REQUEST"
+    assert snapshot(r) == seeded
+
+
+async def test_body_over_the_limit_is_payload_too_large(make_client, r: redis.Redis) -> None:
+    client = await make_client(max_body_bytes=2048)
+    before = snapshot(r)
+    body = registration(topics=[f"Topic{i}" for i in range(100)])
+    resp = await client.post("/v1/brokers/register", json=body)
+    assert resp.status == 413
+    assert (await resp.json())["error"] == "PAYLOAD_TOO_LARGE"
+    assert snapshot(r) == before
+
+
+async def test_too_many_topics_in_one_registration_is_rejected(make_client, r: redis.Redis) -> None:
+    client = await make_client(max_topics_per_registration=5)
+    resp = await client.post("/v1/brokers/register", json=registration(topics=[f"T{i}" for i in range(6)]))
+    assert resp.status == 400
+    assert r.dbsize() == 0
+
+
+async def test_queue_count_limit_is_configurable(make_client) -> None:
+    client = await make_client(max_queue_nums=8)
+    resp = await client.post("/v1/brokers/register", json=with_topic(writeQueueNums=9))
+    assert resp.status == 400 and "between 0 and 8" in (await resp.json())["message"]
+
+
+async def test_unknown_fields_are_ignored(client: TestClient) -> None:
+    body = registration(topics={"T1": {**topic_config("T1"), "topicFilterType": "SINGLE_TAG", "attributes": {}}})
+    body["somethingNew"] = 1
+    await register(client, body)
+
+
+@pytest.mark.parametrize("path", ["/v1/routes/bad%20topic", "/v1/routes/" + "T" * 128, "/v1/clusters/a:b/topics",
+                                  "/v1/kv/bad%20ns", "/v1/kv/ns/bad%20key"])
+async def test_bad_names_in_paths_are_rejected(client: TestClient, path: str) -> None:
+    resp = await client.get(path)
+    assert resp.status == 400
+    assert (await resp.json())["error"] == "INVALID_REQUEST"
+
+
+async def test_bad_cluster_name_on_topic_delete_changes_nothing(client: TestClient, r: redis.Redis, seeded: dict) -> None:
+    resp = await client.delete("/v1/topics/T1?clusterName=bad%20name")
+    assert resp.status == 400
+    assert snapshot(r) == seeded
+
+
+async def test_kv_put_without_a_string_value_is_rejected(client: TestClient, r: redis.Redis, seeded: dict) -> None:
+    for body in ({}, {"value": 5}, {"value": None}):
+        resp = await client.put("/v1/kv/ns/k", json=body)
+        assert resp.status == 400
+    assert snapshot(r) == seeded
+
+
+async def test_heartbeat_with_bad_identity_is_rejected(client: TestClient) -> None:
+    body = {**identity(registration()), "brokerAddr": "no-port"}
+    assert (await client.post("/v1/brokers/heartbeat", json=body)).status == 400
+
+
+async def test_unknown_endpoint_answers_json_not_found(client: TestClient) -> None:
+    resp = await client.get("/v1/nothing-here")
+    assert resp.status == 404 and (await resp.json())["error"] == "NOT_FOUND"
+
+
+async def test_wrong_method_answers_json_405(client: TestClient) -> None:
+    resp = await client.get("/v1/brokers/register")
+    assert resp.status == 405 and (await resp.json())["error"] == "METHOD_NOT_ALLOWED"

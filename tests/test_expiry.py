@@ -1,0 +1,129 @@
+"""Expiry: gone no later than timeout + one scan interval, never before the timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis
+from aiohttp.test_utils import TestClient
+
+from service.api import REGISTRY, SCANNER
+from service.keys import Keys
+from tests.builders import identity, registration
+from tests.calls import register, route
+from tests.tables import violations
+
+K = Keys()
+TIMEOUT_MS = 1_500
+SCAN_MS = 200
+
+
+async def wait_until_gone(client: TestClient, topic: str, limit_s: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s:
+        if await route(client, topic) is None:
+            return time.monotonic() - started
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{topic} still routed after {limit_s} s")
+
+
+async def test_silent_broker_is_present_before_its_timeout_and_gone_after(make_client, r: redis.Redis) -> None:
+    client = await make_client(scan_interval_ms=SCAN_MS)
+    await register(client, registration(timeout_ms=TIMEOUT_MS))
+    registered = time.monotonic()
+    await asyncio.sleep(TIMEOUT_MS / 1000 * 0.7)
+    assert await route(client, "TopicTest") is not None
+    gone_after = (time.monotonic() - registered) + await wait_until_gone(client, "TopicTest", 5)
+    assert TIMEOUT_MS / 1000 <= gone_after
+    # timeout + one scan interval, plus slack for the test's own polling
+    assert gone_after <= (TIMEOUT_MS + SCAN_MS) / 1000 + 0.3
+    assert (await (await client.get("/v1/cluster")).json()) == {"brokerAddrTable": {}, "clusterAddrTable": {}}
+    assert violations(r) == []
+    assert r.keys(f"{K.tag}:member:*") == [] and r.zcard(K.expiry) == 0
+
+
+async def test_heartbeats_keep_a_broker_alive_past_its_timeout(make_client) -> None:
+    client = await make_client(scan_interval_ms=SCAN_MS)
+    reg = registration(timeout_ms=1_000)
+    await register(client, reg)
+    for _ in range(8):  # 2.4 s, well past the 1 s timeout
+        await asyncio.sleep(0.3)
+        assert (await client.post("/v1/brokers/heartbeat", json=identity(reg))).status == 200
+    assert await route(client, "TopicTest") is not None
+
+
+async def test_live_row_vanishes_at_the_deadline_by_its_ttl(client: TestClient, r: redis.Redis) -> None:
+    # the scanner is quiet here: only the key TTL acts
+    await register(client, registration(timeout_ms=300))
+    await asyncio.sleep(0.5)
+    assert not r.exists(K.live("10.0.0.1:10911"))
+    assert r.exists(K.member("10.0.0.1:10911"))
+
+
+async def test_scanner_removes_a_broker_whose_live_row_already_expired(client: TestClient, r: redis.Redis) -> None:
+    await register(client, registration(timeout_ms=200))
+    await asyncio.sleep(0.4)
+    assert not r.exists(K.live("10.0.0.1:10911"))
+    assert await client.app[SCANNER].scan_once() == 1
+    assert await route(client, "TopicTest") is None
+    assert violations(r) == []
+
+
+async def test_destroy_before_the_deadline_changes_nothing(client: TestClient, r: redis.Redis) -> None:
+    await register(client, registration(timeout_ms=60_000))
+    # what a scanner that read a stale deadline would try: the script checks again
+    assert await client.app[REGISTRY].destroy("10.0.0.1:10911") is False
+    assert await route(client, "TopicTest") is not None
+
+
+async def test_heartbeat_that_lands_after_the_scan_read_wins(client: TestClient, r: redis.Redis) -> None:
+    reg = registration(timeout_ms=300)
+    await register(client, reg)
+    await asyncio.sleep(0.35)
+    scanner = client.app[SCANNER]
+    due = await scanner.due()
+    assert due == ["10.0.0.1:10911"]
+    # the broker re-registers between the scanner's read and its removal
+    await register(client, reg)
+    assert await client.app[REGISTRY].destroy(due[0]) is False
+    assert await route(client, "TopicTest") is not None
+
+
+async def test_two_scanners_at_once_remove_each_broker_once(make_client, r: redis.Redis) -> None:
+    a, b = await make_client(), await make_client()
+    for i in range(20):
+        await register(a, registration(addr=f"10.0.1.{i}:10911", name=f"b{i}", timeout_ms=200, topics=[f"T{i}"]))
+    await asyncio.sleep(0.4)
+    removed = await asyncio.gather(a.app[SCANNER].scan_once(), b.app[SCANNER].scan_once())
+    assert sum(removed) == 20
+    assert (await (await a.get("/v1/topics")).json())["topicList"] == []
+    assert violations(r) == []
+
+
+async def test_a_scan_visits_only_the_due_brokers(client: TestClient, monkeypatch) -> None:
+    for i in range(50):
+        await register(client, registration(addr=f"10.0.2.{i}:10911", name=f"long{i}", timeout_ms=60_000))
+    for i in range(3):
+        await register(client, registration(addr=f"10.0.3.{i}:10911", name=f"short{i}", timeout_ms=100))
+    await asyncio.sleep(0.25)
+    registry = client.app[REGISTRY]
+    visited: list[str] = []
+    original = registry.destroy
+
+    async def counting(addr: str) -> bool:
+        visited.append(addr)
+        return await original(addr)
+
+    monkeypatch.setattr(registry, "destroy", counting)
+    assert await client.app[SCANNER].scan_once() == 3
+    assert sorted(visited) == [f"10.0.3.{i}:10911" for i in range(3)]
+
+
+async def test_scanner_works_through_more_due_brokers_than_one_batch(make_client, r: redis.Redis) -> None:
+    client = await make_client(scan_batch=4)
+    for i in range(10):
+        await register(client, registration(addr=f"10.0.4.{i}:10911", name=f"x{i}", timeout_ms=100))
+    await asyncio.sleep(0.25)
+    assert await client.app[SCANNER].scan_once() == 10
+    assert r.zcard(K.expiry) == 0

@@ -1,0 +1,89 @@
+"""Health, readiness, metrics, the OpenAPI document, configuration, the embedded store."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from service.api import create_app
+from service.config import ENV, Settings, from_env
+from service.openapi import OPERATIONS
+from tests.builders import registration
+from tests.calls import register, route
+
+
+async def test_healthz_answers_ok(client: TestClient) -> None:
+    resp = await client.get("/healthz")
+    assert resp.status == 200 and await resp.json() == {"status": "ok"}
+
+
+async def test_readyz_answers_ready_with_redis_up(client: TestClient) -> None:
+    resp = await client.get("/readyz")
+    assert resp.status == 200 and await resp.json() == {"status": "ready"}
+
+
+async def test_metrics_count_requests_by_route_and_status(client: TestClient) -> None:
+    await client.get("/v1/routes/Nope")
+    text = await (await client.get("/metrics")).text()
+    assert 'rmq_http_requests_total{method="GET",route="/v1/routes/{topic}",status="404"} 1.0' in text
+    assert "rmq_scanner_passes_total" in text
+
+
+async def test_openapi_document_lists_every_route_the_app_serves(client: TestClient) -> None:
+    doc = await (await client.get("/v1/openapi.json")).json()
+    assert doc["openapi"].startswith("3.")
+    served = {(r.method, r.resource.canonical) for r in client.app.router.routes() if r.method != "HEAD"}
+    documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert served - {("GET", "/v1/openapi.json")} == documented
+
+
+async def test_openapi_request_schemas_carry_the_validation_rules(client: TestClient) -> None:
+    doc = await (await client.get("/v1/openapi.json")).json()
+    register_schema = doc["components"]["schemas"]["RegisterRequest"]
+    assert set(register_schema["required"]) >= {"clusterName", "brokerAddr", "brokerName", "brokerId", "topicConfigSerializeWrapper"}
+    assert doc["components"]["schemas"]["TopicConfig"]["properties"]["perm"]["maximum"] == 7
+    assert len(OPERATIONS) + 1 == sum(len(ops) for ops in doc["paths"].values())
+
+
+def test_settings_come_from_the_environment() -> None:
+    s = from_env({"REDIS_URL": "redis://h:1/2", "RMQ_PORT": "9000", "RMQ_SCAN_INTERVAL_MS": "250",
+                  "RMQ_ORDER_MESSAGE_ENABLE": "true", "RMQ_KEY_PREFIX": "x"})
+    assert (s.redis_url, s.port, s.scan_interval_ms, s.order_message_enable, s.key_prefix) == (
+        "redis://h:1/2", 9000, 250, True, "x")
+
+
+def test_defaults_match_the_contract() -> None:
+    s = from_env({})
+    assert s.embedded and (s.host, s.port, s.key_prefix, s.broker_timeout_ms, s.scan_interval_ms,
+                           s.redis_timeout_ms, s.max_body_bytes, s.order_message_enable) == (
+        "0.0.0.0", 8080, "rmq", 120_000, 5_000, 1_000, 4_194_304, False)
+
+
+@pytest.mark.parametrize("var,value", [("RMQ_PORT", "eighty"), ("RMQ_ORDER_MESSAGE_ENABLE", "maybe"), ("RMQ_AUTH_READS", "x")])
+def test_bad_setting_stops_with_a_clear_message(var: str, value: str) -> None:
+    with pytest.raises(SystemExit, match=var):
+        from_env({var: value})
+
+
+def test_every_documented_variable_is_read() -> None:
+    for var in ("REDIS_URL", "RMQ_HOST", "RMQ_PORT", "RMQ_KEY_PREFIX", "RMQ_BROKER_TIMEOUT_MS", "RMQ_SCAN_INTERVAL_MS",
+                "RMQ_REDIS_TIMEOUT_MS", "RMQ_MAX_BODY_BYTES", "RMQ_ORDER_MESSAGE_ENABLE", "RMQ_AUTH_TOKENS_FILE", "RMQ_AUTH_READS"):
+        assert var in ENV
+
+
+async def test_key_prefix_separates_registries_on_one_redis(make_client) -> None:
+    a, b = await make_client(key_prefix="one"), await make_client(key_prefix="two")
+    await register(a, registration())
+    assert await route(a, "TopicTest") is not None
+    assert await route(b, "TopicTest") is None
+
+
+async def test_embedded_store_serves_registration_and_expiry(aiohttp_client) -> None:
+    # the quick start's store (fakeredis with Lua); the same scripts as on a real Redis
+    client = await aiohttp_client(create_app(Settings(scan_interval_ms=100)))
+    await register(client, registration(timeout_ms=300))
+    assert await route(client, "TopicTest") is not None
+    await asyncio.sleep(0.7)
+    assert await route(client, "TopicTest") is None

@@ -1,0 +1,92 @@
+"""Route query, cluster info and the topic lists."""
+
+from __future__ import annotations
+
+from aiohttp.test_utils import TestClient
+
+from tests.builders import registration, topic_config
+from tests.calls import register, route
+
+
+async def test_route_of_unknown_topic_is_topic_not_exist(client: TestClient) -> None:
+    resp = await client.get("/v1/routes/Nope")
+    assert resp.status == 404
+    assert await resp.json() == {
+        "error": "TOPIC_NOT_EXIST", "message": "No topic route info in name server for the topic: Nope"}
+
+
+async def test_route_lists_queue_and_broker_data_sorted_by_broker_name(client: TestClient) -> None:
+    for name, addr in (("broker-b", "10.0.0.2:10911"), ("broker-a", "10.0.0.1:10911"), ("broker-c", "10.0.0.3:10911")):
+        await register(client, registration(addr=addr, name=name, topics=["T1"]))
+    answer = await route(client, "T1")
+    assert [q["brokerName"] for q in answer["queueDatas"]] == ["broker-a", "broker-b", "broker-c"]
+    assert [b["brokerName"] for b in answer["brokerDatas"]] == ["broker-a", "broker-b", "broker-c"]
+    assert answer["orderTopicConf"] is None and answer["filterServerTable"] == {}
+
+
+async def test_route_has_no_order_conf_unless_enabled(client: TestClient) -> None:
+    await register(client, registration())
+    await client.put("/v1/kv/ORDER_TOPIC_CONFIG/TopicTest", json={"value": "broker-a:4"})
+    assert (await route(client, "TopicTest"))["orderTopicConf"] is None
+
+
+async def test_route_carries_order_conf_when_enabled(make_client) -> None:
+    client = await make_client(order_message_enable=True)
+    await register(client, registration())
+    await client.put("/v1/kv/ORDER_TOPIC_CONFIG/TopicTest", json={"value": "broker-a:4"})
+    assert (await route(client, "TopicTest"))["orderTopicConf"] == "broker-a:4"
+
+
+async def test_cluster_info_lists_every_cluster_and_group(client: TestClient) -> None:
+    await register(client, registration(addr="10.0.0.1:10911", name="a", cluster="c1"))
+    await register(client, registration(addr="10.0.0.2:10911", name="a", broker_id=1, cluster="c1"))
+    await register(client, registration(addr="10.0.0.3:10911", name="b", cluster="c2"))
+    info = await (await client.get("/v1/cluster")).json()
+    assert info == {
+        "brokerAddrTable": {
+            "a": {"cluster": "c1", "brokerName": "a", "brokerAddrs": {"0": "10.0.0.1:10911", "1": "10.0.0.2:10911"}},
+            "b": {"cluster": "c2", "brokerName": "b", "brokerAddrs": {"0": "10.0.0.3:10911"}},
+        },
+        "clusterAddrTable": {"c1": ["a"], "c2": ["b"]},
+    }
+
+
+async def test_all_topics(client: TestClient) -> None:
+    await register(client, registration(addr="10.0.0.1:10911", name="a", topics=["T2", "T1"]))
+    await register(client, registration(addr="10.0.0.2:10911", name="b", topics=["T3", "T1"]))
+    assert await (await client.get("/v1/topics")).json() == {"topicList": ["T1", "T2", "T3"]}
+
+
+async def test_topics_of_a_cluster(client: TestClient) -> None:
+    await register(client, registration(addr="10.0.0.1:10911", name="a", cluster="c1", topics=["T1", "T2"]))
+    await register(client, registration(addr="10.0.0.2:10911", name="b", cluster="c2", topics=["T2", "T3"]))
+    assert (await (await client.get("/v1/clusters/c1/topics")).json())["topicList"] == ["T1", "T2"]
+    assert (await (await client.get("/v1/clusters/c2/topics")).json())["topicList"] == ["T2", "T3"]
+    assert (await (await client.get("/v1/clusters/none/topics")).json())["topicList"] == []
+
+
+async def test_system_topics_are_cluster_and_broker_names(client: TestClient) -> None:
+    await register(client, registration(addr="10.0.0.1:10911", name="a", cluster="c1"))
+    await register(client, registration(addr="10.0.0.2:10911", name="b", cluster="c2"))
+    body = await (await client.get("/v1/topics/system")).json()
+    assert body["topicList"] == ["a", "b", "c1", "c2"]
+    assert body["brokerAddr"] in ("10.0.0.1:10911", "10.0.0.2:10911")
+
+
+async def test_unit_topic_lists_follow_the_sys_flag_bits(client: TestClient) -> None:
+    topics = {
+        "Plain": topic_config("Plain", sys_flag=0),
+        "Unit": topic_config("Unit", sys_flag=1),
+        "UnitSub": topic_config("UnitSub", sys_flag=2),
+        "Both": topic_config("Both", sys_flag=3),
+    }
+    await register(client, registration(topics=topics))
+    assert (await (await client.get("/v1/topics/unit")).json())["topicList"] == ["Both", "Unit"]
+    assert (await (await client.get("/v1/topics/unit-sub")).json())["topicList"] == ["Both", "UnitSub"]
+    assert (await (await client.get("/v1/topics/unit-sub-without-unit")).json())["topicList"] == ["UnitSub"]
+
+
+async def test_unit_flags_come_from_the_first_queue_data_by_broker_name(client: TestClient) -> None:
+    await register(client, registration(addr="10.0.0.2:10911", name="b", topics={"T": topic_config("T", sys_flag=0)}))
+    await register(client, registration(addr="10.0.0.1:10911", name="a", topics={"T": topic_config("T", sys_flag=1)}))
+    assert (await (await client.get("/v1/topics/unit")).json())["topicList"] == ["T"]

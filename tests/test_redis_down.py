@@ -1,0 +1,92 @@
+"""Redis unavailable: 503 STORE_UNAVAILABLE quickly, and recovery by itself when it returns."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Iterator
+
+import pytest
+import redis
+from aiohttp.test_utils import TestClient
+
+from service.config import Settings
+from tests.builders import registration
+from tests.calls import register, route
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A server of this test's own, so stopping it disturbs no other test."""
+    server = RedisServer()
+    server.start()
+    yield server
+    server.cleanup()
+
+
+async def worker_on(aiohttp_client, server: RedisServer, **overrides) -> TestClient:
+    from service.api import create_app
+
+    settings = Settings(redis_url=server.url, scan_interval_ms=200, redis_timeout_ms=500).with_overrides(**overrides)
+    return await aiohttp_client(create_app(settings))
+
+
+async def timed(coro) -> tuple[float, object]:
+    started = time.monotonic()
+    result = await coro
+    return time.monotonic() - started, result
+
+
+async def test_redis_stopped_answers_503_fast_then_recovers(aiohttp_client, own_redis: RedisServer) -> None:
+    client = await worker_on(aiohttp_client, own_redis)
+    await register(client, registration())
+    own_redis.stop()
+    for request in (client.get("/v1/routes/TopicTest"), client.post("/v1/brokers/register", json=registration()),
+                    client.get("/readyz"), client.get("/v1/cluster")):
+        elapsed, resp = await timed(request)
+        assert resp.status == 503
+        assert (await resp.json())["error"] == "STORE_UNAVAILABLE"
+        assert elapsed < 1.5
+    assert (await client.get("/healthz")).status == 200  # the process itself is fine
+    own_redis.start()  # same port, empty: a Redis that lost everything
+    started = time.monotonic()
+    while (await client.get("/readyz")).status != 200:
+        assert time.monotonic() - started < 2, "worker did not recover within 2 s"
+        await asyncio.sleep(0.05)
+    await register(client, registration())  # scripts are loaded again on NOSCRIPT
+    assert await route(client, "TopicTest") is not None
+
+
+async def test_redis_paused_longer_than_the_timeout_answers_503_within_it(aiohttp_client, own_redis: RedisServer) -> None:
+    client = await worker_on(aiohttp_client, own_redis, redis_timeout_ms=300)
+    await register(client, registration())
+    admin = redis.Redis.from_url(own_redis.url)
+    admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")  # every client waits 1.5 s
+    admin.close()
+    elapsed, resp = await timed(client.get("/v1/routes/TopicTest"))
+    assert resp.status == 503
+    assert elapsed < 0.8
+    started = time.monotonic()
+    while (await client.get("/v1/routes/TopicTest")).status != 200:
+        assert time.monotonic() - started < 2
+        await asyncio.sleep(0.05)
+
+
+async def test_worker_starts_while_redis_is_down_and_becomes_ready_when_it_comes(aiohttp_client, own_redis: RedisServer) -> None:
+    own_redis.stop()
+    client = await worker_on(aiohttp_client, own_redis)
+    assert (await client.get("/readyz")).status == 503
+    own_redis.start()
+    started = time.monotonic()
+    while (await client.get("/readyz")).status != 200:
+        assert time.monotonic() - started < 2
+        await asyncio.sleep(0.05)
+    await register(client, registration())
+
+
+async def test_flushed_script_cache_is_reloaded_on_demand(client: TestClient, r: redis.Redis) -> None:
+    await register(client, registration(topics=["T1"]))
+    r.script_flush()
+    await register(client, registration(topics=["T2"]))
+    assert await route(client, "T2") is not None
