@@ -1,0 +1,34 @@
+"""Real registry processes, started as a user starts them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_http(url: str, limit_s: float = 20) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {limit_s} s")
+
+
+def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("RMQ_")}
+    environ.update(env or {})
+    return subprocess.Popen(args, cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def console_script(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
