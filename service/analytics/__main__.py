@@ -1,0 +1,7 @@
+"""``python -m service.analytics <job> ...``"""
+
+import sys
+
+from .cli import main
+
+sys.exit(main(sys.argv[1:]))

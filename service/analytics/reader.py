@@ -1,0 +1,234 @@
+"""One way to read a live table into a DataFrame, two implementations behind it.
+
+``read_table(spark, kind, ...)`` returns the table as a DataFrame typed by the explicit
+schema of ``schemas.py``. It reads through
+
+* **spark-redis** (format ``org.apache.spark.sql.redis``) when its jar is on the
+  classpath (``--packages com.redislabs:spark-redis_2.12:3.1.0``), or when asked for;
+* otherwise the **built-in reader**: SCAN with the same ``keys.pattern`` on the driver,
+  the keys split into ``partitions.number`` partitions, pipelined HMGET (``max.pipeline.size``
+  commands a round trip) on the executors with redis-py in ``mapPartitions``, rows typed by
+  the same schema and the key column given the key minus the pattern's literal prefix.
+
+Both take the same options (``keys.pattern``, ``key.column``, ``partitions.number``,
+``scan.count``, ``max.pipeline.size``, ``filter.keys.by.type`` and the connection options
+``host``, ``port``, ``user``, ``auth``, ``dbNum``, ``timeout``, ``ssl``, which default to the
+Spark conf ``spark.redis.*``), and both results go through the same final step, which
+drops the rows of keys that vanished between SCAN and HMGET (a live row whose TTL ran out
+meanwhile: spark-redis returns such a row with every field null). So the jobs cannot tell
+the two readers apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import urllib.parse
+from functools import reduce
+from typing import Any, Mapping
+
+from service.keys import Keys
+
+from . import _partition_reader
+from .schemas import FIELDS, KEY_COLUMN, schema as table_schema
+
+log = logging.getLogger("service.analytics")
+
+SPARK_REDIS_FORMAT = "org.apache.spark.sql.redis"
+SPARK_REDIS_CLASS = "org.apache.spark.sql.redis.DefaultSource"
+SPARK_REDIS_PACKAGE = "com.redislabs:spark-redis_2.12:3.1.0"
+READERS = ("auto", "spark-redis", "builtin")
+
+# spark-redis defaults (Jedis Protocol.DEFAULT_*, RedisConfig / ReadWriteConfig)
+CONNECTION_DEFAULTS = {
+    "host": "localhost", "port": "6379", "user": None, "auth": None,
+    "dbNum": "0", "timeout": "2000", "ssl": "false",
+}
+CONNECTION_CONF = {
+    "host": "spark.redis.host", "port": "spark.redis.port", "user": "spark.redis.user",
+    "auth": "spark.redis.auth", "dbNum": "spark.redis.db", "timeout": "spark.redis.timeout",
+    "ssl": "spark.redis.ssl",
+}
+DEFAULT_PARTITIONS = 3  # spark-redis SqlOptionNumPartitionsDefault
+DEFAULT_SCAN_COUNT = 100
+DEFAULT_PIPELINE = 100
+
+
+def url_to_options(url: str) -> dict[str, str]:
+    """``redis[s]://[user:pass@]host:port/db`` as spark-redis connection options."""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("redis", "rediss"):
+        raise ValueError(f"not a redis URL: {url!r}")
+    opts = {
+        "host": u.hostname or "localhost",
+        "port": str(u.port or 6379),
+        "ssl": "true" if u.scheme == "rediss" else "false",
+        "dbNum": (u.path.lstrip("/") or "0"),
+    }
+    if u.username:
+        opts["user"] = urllib.parse.unquote(u.username)
+    if u.password:
+        opts["auth"] = urllib.parse.unquote(u.password)
+    q = urllib.parse.parse_qs(u.query)
+    if "db" in q:
+        opts["dbNum"] = q["db"][0]
+    return opts
+
+
+def spark_conf_from_options(opts: Mapping[str, str]) -> dict[str, str]:
+    """Connection options as ``spark.redis.*`` settings (for a new session's builder)."""
+    return {CONNECTION_CONF[k]: str(v) for k, v in opts.items() if k in CONNECTION_CONF and v is not None}
+
+
+def connection_params(spark: Any, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Connection parameters as spark-redis resolves them: option, else Spark conf, else default."""
+    conf = spark.sparkContext.getConf()
+    options = options or {}
+    out: dict[str, Any] = {}
+    for name, default in CONNECTION_DEFAULTS.items():
+        value = options.get(name)
+        if value is None:
+            value = conf.get(CONNECTION_CONF[name], default)
+        out[name] = value
+    return out
+
+
+def redis_client(spark: Any, options: Mapping[str, Any] | None = None) -> Any:
+    """A redis-py client on the driver, connected like the readers."""
+    return _partition_reader.connect(connection_params(spark, options))
+
+
+_available: dict[int, bool] = {}
+
+
+def spark_redis_available(spark: Any) -> bool:
+    """Whether the spark-redis data source class can be loaded in this session's JVM."""
+    key = id(spark.sparkContext)
+    if key in _available:
+        return _available[key]
+    found = False
+    jvm = getattr(spark, "_jvm", None) or getattr(spark.sparkContext, "_jvm", None)
+    if jvm is not None:
+        try:  # Spark's own class loader sees --jars / --packages / spark.jars
+            jvm.org.apache.spark.util.Utils.classForName(SPARK_REDIS_CLASS, False, False)
+            found = True
+        except Exception:
+            try:
+                loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+                jvm.java.lang.Class.forName(SPARK_REDIS_CLASS, False, loader)
+                found = True
+            except Exception:
+                found = False
+    _available[key] = found
+    return found
+
+
+def choose_reader(spark: Any, reader: str = "auto") -> str:
+    if reader not in READERS:
+        raise ValueError(f"unknown reader {reader!r}; one of {', '.join(READERS)}")
+    if reader == "auto":
+        return "spark-redis" if spark_redis_available(spark) else "builtin"
+    if reader == "spark-redis" and not spark_redis_available(spark):
+        raise RuntimeError(
+            f"--reader spark-redis: class {SPARK_REDIS_CLASS} is not on the classpath; "
+            f"start with --packages {SPARK_REDIS_PACKAGE} (or --jars spark-redis.jar)"
+        )
+    return reader
+
+
+def read_table(
+    spark: Any,
+    kind: str,
+    schema: Any = None,
+    options: Mapping[str, Any] | None = None,
+    *,
+    prefix: str = "rmq",
+    reader: str = "auto",
+) -> Any:
+    """The table ``kind`` (live, member, broker, queue) as a DataFrame.
+
+    ``options`` are spark-redis's read options; ``keys.pattern`` defaults to
+    ``{<prefix>}:<kind>:*`` and ``key.column`` to ``key``. ``reader``: auto, spark-redis, builtin.
+    """
+    if schema is None:
+        schema = table_schema(kind)
+    opts = {k: str(v) for k, v in (options or {}).items() if v is not None}
+    opts.setdefault("keys.pattern", Keys(prefix).pattern(kind))
+    opts.setdefault("key.column", KEY_COLUMN)
+    which = choose_reader(spark, reader)
+    if which == "spark-redis":
+        df = spark.read.format(SPARK_REDIS_FORMAT).schema(schema).options(**opts).load()
+    else:
+        df = _builtin_read(spark, schema, opts)
+    value_cols = [f.name for f in schema.fields if f.name != opts["key.column"]]
+    if value_cols:  # rows of keys gone between SCAN and HMGET have every field null
+        df = df.where(reduce(lambda a, b: a | b, [df[c].isNotNull() for c in value_cols]))
+    log.info("read %s (%s) via %s", kind, opts["keys.pattern"], which)
+    return df
+
+
+def is_redis_glob(pattern: str) -> bool:
+    """spark-redis ``Keys.isRedisRegex``: an unescaped ``*``, ``?`` or ``[``."""
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "*?[":
+            return True
+        i += 1
+    return False
+
+
+def scan_keys(client: Any, pattern: str, count: int, hashes_only: bool = False) -> list[str]:
+    """All keys matching ``pattern`` (SCAN may repeat a key: deduplicated, sorted)."""
+    if not is_redis_glob(pattern):
+        return [pattern]
+    kwargs: dict[str, Any] = {"match": pattern, "count": count}
+    if hashes_only:
+        kwargs["_type"] = "hash"
+    return sorted(set(client.scan_iter(**kwargs)))
+
+
+def _builtin_read(spark: Any, schema: Any, opts: Mapping[str, str]) -> Any:
+    from pyspark import cloudpickle
+
+    # ship the executor code by value: the workers need redis-py, not this package
+    cloudpickle.register_pickle_by_value(sys.modules[_partition_reader.__name__])
+    conf = spark.sparkContext.getConf()
+    params = connection_params(spark, opts)
+    pattern = opts["keys.pattern"]
+    key_column = opts["key.column"]
+    partitions = int(opts.get("partitions.number", DEFAULT_PARTITIONS))
+    scan_count = int(opts.get("scan.count") or conf.get("spark.redis.scan.count", str(DEFAULT_SCAN_COUNT)))
+    pipeline = int(
+        opts.get("max.pipeline.size") or conf.get("spark.redis.max.pipeline.size", str(DEFAULT_PIPELINE))
+    )
+    hashes_only = opts.get("filter.keys.by.type", "false").lower() == "true"
+    prefix_pattern = pattern if pattern.endswith("*") and pattern.count("*") == 1 else ""
+    drop_missing = not is_redis_glob(pattern)
+
+    client = _partition_reader.connect(params)
+    try:
+        keys = scan_keys(client, pattern, scan_count, hashes_only)
+    finally:
+        client.close()
+
+    names = [f.name for f in schema.fields]
+    if key_column not in names:
+        raise ValueError(f"schema has no key column {key_column!r}")
+    value_fields = [(f.name, f.dataType.typeName()) for f in schema.fields if f.name != key_column]
+    fetch = _partition_reader.fetch_partition
+
+    def rows(it: Any) -> Any:
+        for row in fetch(params, prefix_pattern, value_fields, pipeline, drop_missing, it):
+            values = dict(zip([key_column] + [n for n, _ in value_fields], row))
+            yield tuple(values[n] for n in names)
+
+    rdd = spark.sparkContext.parallelize(keys, max(1, partitions)).mapPartitions(rows)
+    return spark.createDataFrame(rdd, schema=schema, verifySchema=False)
+
+
+def hash_fields(kind: str) -> list[str]:
+    return [name for name, _ in FIELDS[kind]]
