@@ -1,0 +1,175 @@
+"""The jobs end to end on a seeded redis-server: exact figures, Parquet, PNG, history."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark not installed (pip install '.[analytics]')")
+
+import pyarrow.parquet as pq  # noqa: E402
+import redis  # noqa: E402
+
+from service.analytics import cli  # noqa: E402
+from service.analytics.jobs import Context, gini, run  # noqa: E402
+from service.analytics.reader import url_to_options  # noqa: E402
+from tests.analytics import expected  # noqa: E402
+from tests.analytics.seed import remove_member  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_png(path: str | Path) -> None:
+    p = Path(path)
+    data = p.read_bytes()
+    assert data[:8] == PNG_MAGIC, f"{p} is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])  # IHDR
+    assert width > 100 and height > 100
+    from PIL import Image
+
+    with Image.open(p) as img:
+        img.verify()
+    with Image.open(p) as img:
+        extrema = img.convert("L").getextrema()
+    assert extrema[0] < extrema[1], f"{p} is a blank image"
+
+
+def test_gini_reference_points():
+    assert gini([]) == 0.0
+    assert gini([5, 5, 5, 5]) == 0.0
+    assert gini([0, 0, 0, 12]) == pytest.approx(0.75)
+    assert gini([1, 2, 3, 4, 10]) == pytest.approx(expected.gini_mad([1, 2, 3, 4, 10]))
+
+
+def test_all_job_reports_exact_figures_tables_and_charts(spark, seeded, tmp_path):
+    model, seeded_at, url = seeded
+    out = tmp_path / "out"
+    rc = cli.main(["all", "--redis-url", url, "--out", str(out), "--json", str(tmp_path / "all.json"),
+                   "--partitions", "2", "--reader", "auto"])
+    assert rc == 0
+    result = json.loads((tmp_path / "all.json").read_text())
+    snap, tops = result["snapshot"], result["topics"]
+
+    # -- snapshot
+    delta = snap["redisTimeMs"] - seeded_at
+    assert 0 <= delta < 15_000, "the job ran too long after seeding for the exact flagging below"
+    exp = expected.snapshot(model, delta)
+    assert snap["reader"] == "builtin"
+    assert snap["counts"] == exp["counts"]
+    assert snap["counts"] == {
+        "clusters": 3, "brokerGroups": 9, "members": 18, "masters": 8, "slaves": 10, "liveBrokers": 16,
+        "groupsWithoutMaster": 1, "groupsWithoutLiveMaster": 2, "groupsWithoutSlave": 1,
+        "flaggedBrokers": 2, "membersWithoutLiveRow": 2,
+    }
+    assert [c["cluster"] for c in snap["clusters"]] == ["ClusterA", "ClusterB", "ClusterC"]
+    assert [c["brokerGroups"] for c in snap["clusters"]] == [4, 3, 2]
+    for g in snap["groups"]:
+        want = exp["groups"][g["brokerName"]]
+        assert {k: g[k] for k in want} == want, g["brokerName"]
+    assert snap["groupsWithoutMaster"] == exp["groupsWithoutMaster"] == ["broker-a3"]
+    assert sorted(snap["groupsWithoutLiveMaster"]) == exp["groupsWithoutLiveMaster"] == ["broker-a3", "broker-b2"]
+    hb = {b["brokerAddr"]: b for b in snap["heartbeat"]["brokers"]}
+    assert {a: b["ageMs"] for a, b in hb.items()} == exp["ages"]
+    assert sorted(snap["heartbeat"]["flagged"]) == exp["flagged"] == ["10.1.1.10:10911", "10.2.0.11:10911"]
+    ages = [b["ageMs"] for b in snap["heartbeat"]["brokers"]]
+    assert ages == sorted(ages, reverse=True)  # oldest heartbeat first
+    assert hb["10.2.0.11:10911"]["ageRatio"] == pytest.approx((125_000 + delta) / 150_000, abs=1e-6)
+    assert [m["brokerAddr"] for m in snap["membersWithoutLiveRow"]] == exp["unseen"]
+    assert snap["memberAddrs"] == exp["memberAddrs"]
+
+    # -- topics
+    et = expected.topics(model)
+    c = tops["counts"]
+    assert c["topics"] == et["topics"] == 320
+    assert c["queueRows"] == et["queueRows"]
+    assert (c["readQueues"], c["writeQueues"]) == (et["readQueues"], et["writeQueues"])
+    assert c["orderTopics"] == len(model.order) and c["queueRowsWithoutBroker"] == 0
+    assert {g["brokerName"]: {k: g[k] for k in ("cluster", "topics", "readQueues", "writeQueues")}
+            for g in tops["perBrokerGroup"]} == et["perGroup"]
+    assert {p["cluster"]: {k: p[k] for k in ("topics", "brokerGroups", "readQueues", "writeQueues")}
+            for p in tops["perCluster"]} == et["perCluster"]
+    for name, got, want in (("write", tops["skew"]["writeQueues"], et["skewWrite"]),
+                            ("read", tops["skew"]["readQueues"], et["skewRead"])):
+        assert got["max"] == want["max"], name
+        assert got["mean"] == pytest.approx(want["mean"], abs=1e-6), name
+        assert got["maxOverMean"] == pytest.approx(want["maxOverMean"], abs=1e-6), name
+        assert got["gini"] == pytest.approx(want["gini"], abs=1e-6), name
+        assert 0 < got["gini"] < 1
+    for cluster, want in et["skewWriteByCluster"].items():
+        got = tops["skew"]["byCluster"][cluster]["writeQueues"]
+        assert got["gini"] == pytest.approx(want["gini"], abs=1e-6)
+        assert got["maxOverMean"] == pytest.approx(want["maxOverMean"], abs=1e-6)
+    assert tops["singleGroupTopics"] == et["single"] and c["singleGroupTopics"] == len(et["single"])
+    assert sorted((m["topic"], m["brokerName"], m["readQueueNums"], m["writeQueueNums"])
+                  for m in tops["readWriteMismatch"]) == et["mismatch"]
+    assert c["readWriteMismatchTopics"] == len({m[0] for m in et["mismatch"]})
+    assert sorted((w["topic"], w["brokerName"], w["perm"]) for w in tops["writeWiped"]) == et["wiped"]
+    assert c["writeWipedTopics"] == len({w[0] for w in et["wiped"]})
+    assert tops["unwritableTopics"] == et["unwritable"]
+    assert {o["topic"]: (o["orderTopicConf"], o["routed"]) for o in tops["orderTopics"]} == et["order"]
+    assert et["order"]["OrderTopicGone"] == ("broker-a0:4", False)
+    # the seed has what the figures are about
+    assert et["mismatch"] and et["wiped"] and et["unwritable"] and len(et["single"]) > 100
+
+    # -- outputs: Parquet tables, PNG charts, one history row
+    assert_png(snap["outputs"]["heartbeatChart"])
+    assert_png(tops["outputs"]["queueChart"])
+    assert Path(snap["outputs"]["heartbeatChart"]) == out / "snapshot" / "heartbeat_age.png"
+    assert pq.read_table(snap["outputs"]["groups"]).num_rows == 9
+    assert pq.read_table(snap["outputs"]["brokers"]).num_rows == 18
+    assert pq.read_table(tops["outputs"]["perTopic"]).num_rows == 320
+    per_group = pq.read_table(tops["outputs"]["perBrokerGroup"]).to_pylist()
+    assert sum(r["writeQueues"] for r in per_group) == et["writeQueues"]
+    assert result["history"]["date"] == snap["redisTime"][:10]
+    date_dir = out / "history" / f"date={snap['redisTime'][:10]}"
+    assert date_dir.is_dir() and list(date_dir.glob("*.parquet"))
+
+
+def test_history_appends_runs_and_trend_reads_them_back(spark, seeded, tmp_path):
+    model, _, url = seeded
+    history = tmp_path / "history"
+    ctx = lambda out=None: Context(spark, options=url_to_options(url), history=history, out=out)  # noqa: E731
+    first = run(ctx(), "snapshot")
+    assert first["history"]["path"] == str(history)
+    # a slave goes away between the runs (what the expiry cascade does)
+    gone = "10.1.1.12:10911"
+    client = redis.Redis.from_url(url)
+    try:
+        remove_member(client, model, gone)
+    finally:
+        client.close()
+    second = run(ctx(), "all")
+    assert second["snapshot"]["counts"]["members"] == first["counts"]["members"] - 1
+
+    report = run(ctx(tmp_path / "out"), "history")
+    assert report["runs"] == 2
+    s1, s2 = report["series"]
+    assert (s1["job"], s2["job"]) == ("snapshot", "snapshot+topics")
+    assert s1["departedMembers"] is None and s1["topics"] is None  # first run: nothing to compare
+    assert s2["departedMembers"] == 1 and s2["departed"] == [gone]
+    assert s2["joinedMembers"] == 0
+    assert s2["topics"] == 320 and s2["members"] == 17
+    assert s2["liveBrokers"] == first["counts"]["liveBrokers"] - 1
+    assert report["totals"] == {"departedMembers": 1, "joinedMembers": 0}
+    assert report["change"]["members"] == -1
+    assert_png(report["outputs"]["trendChart"])
+    assert pq.read_table(report["outputs"]["trend"]).num_rows == 2
+    assert (history / f"date={s1['date']}").is_dir() and (history / f"date={s2['date']}").is_dir()
+
+
+def test_cli_prints_the_summary_on_stdout(spark, seeded, capsys):
+    _, _, url = seeded
+    assert cli.main(["snapshot", "--redis-url", url, "--no-out", "--no-history", "--log-level", "WARNING"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["job"] == "snapshot" and printed["counts"]["brokerGroups"] == 9
+    assert printed["history"] is None and "outputs" not in printed
+
+
+def test_history_without_runs_is_empty(spark, tmp_path):
+    report = run(Context(spark, history=tmp_path / "nothing"), "history")
+    assert report["runs"] == 0 and report["series"] == []
