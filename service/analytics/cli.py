@@ -86,6 +86,10 @@ def get_spark(master: str | None, conf: dict[str, str]) -> tuple[Any, bool]:
         # local workers run this interpreter (its redis-py), not whatever python3 is on PATH
         os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = builder.config("spark.ui.showConsoleProgress", "false")
+    if not SparkConf().contains("spark.sql.shuffle.partitions"):
+        # the tables are registry-sized (brokers, topic x group rows): 200 shuffle tasks
+        # per join would cost more than the data
+        builder = builder.config("spark.sql.shuffle.partitions", "8")
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

@@ -78,7 +78,7 @@ SPECIAL: dict[tuple[str, int], dict[str, object]] = {
     ("broker-a1", 0): {"age_ms": 100_000},  # 83 % of 120 s: flagged, 20 s left
     ("broker-b0", 1): {"age_ms": 125_000, "timeout_ms": 150_000},  # 83 % of 150 s: flagged
     ("broker-a0", 0): {"age_ms": 70_000},  # 58 %: not flagged
-    ("broker-c0", 1): {"age_ms": 40_000, "timeout_ms": 60_000},  # 67 %: not flagged
+    ("broker-c0", 1): {"age_ms": 30_000, "timeout_ms": 60_000},  # 50 % of a short timeout: not flagged
     ("broker-b2", 0): {"live": False},  # master timed out, awaiting the scanner
     ("broker-a2", 1): {"live": False},  # slave timed out
 }

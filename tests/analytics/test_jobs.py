@@ -15,7 +15,7 @@ import redis  # noqa: E402
 
 from service.analytics import cli  # noqa: E402
 from service.analytics.jobs import Context, gini, run  # noqa: E402
-from service.analytics.reader import url_to_options  # noqa: E402
+from service.analytics.reader import spark_redis_available, url_to_options  # noqa: E402
 from tests.analytics import expected  # noqa: E402
 from tests.analytics.seed import remove_member  # noqa: E402
 
@@ -59,7 +59,7 @@ def test_all_job_reports_exact_figures_tables_and_charts(spark, seeded, tmp_path
     delta = snap["redisTimeMs"] - seeded_at
     assert 0 <= delta < 15_000, "the job ran too long after seeding for the exact flagging below"
     exp = expected.snapshot(model, delta)
-    assert snap["reader"] == "builtin"
+    assert snap["reader"] == ("spark-redis" if spark_redis_available(spark) else "builtin")
     assert snap["counts"] == exp["counts"]
     assert snap["counts"] == {
         "clusters": 3, "brokerGroups": 9, "members": 18, "masters": 8, "slaves": 10, "liveBrokers": 16,
