@@ -173,3 +173,22 @@ def test_cli_prints_the_summary_on_stdout(spark, seeded, capsys):
 def test_history_without_runs_is_empty(spark, tmp_path):
     report = run(Context(spark, history=tmp_path / "nothing"), "history")
     assert report["runs"] == 0 and report["series"] == []
+
+
+def test_other_prefix_and_an_empty_registry(spark, redis_url, capsys):
+    from tests.analytics.seed import build_model, write_model
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        write_model(client, build_model(), prefix="other")
+    finally:
+        client.close()
+    assert cli.main(["all", "--redis-url", redis_url, "--no-out", "--no-history", "--log-level", "WARNING"]) == 0
+    empty = json.loads(capsys.readouterr().out)
+    assert set(empty["snapshot"]["counts"].values()) == {0}
+    assert set(empty["topics"]["counts"].values()) == {0}
+    assert empty["topics"]["skew"]["writeQueues"]["gini"] == 0.0
+    assert cli.main(["snapshot", "--redis-url", redis_url, "--prefix", "other", "--no-out", "--no-history",
+                     "--log-level", "WARNING"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["prefix"] == "other" and other["counts"]["members"] == 18
