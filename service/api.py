@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import orjson
@@ -11,6 +12,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from service import metrics
+from service.cache import Answer, ReadCache, make_answer
 from service.config import Settings
 from service.errors import ApiError, error_response, invalid, topic_not_exist
 from service.models import (
@@ -35,6 +37,7 @@ STORE = web.AppKey("store", Store)
 REGISTRY = web.AppKey("registry", Registry)
 SCANNER = web.AppKey("scanner", Scanner)
 STATE = web.AppKey("state", dict)
+CACHE = web.AppKey("cache", ReadCache)
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -130,31 +133,88 @@ async def unregister_broker(request: web.Request) -> web.Response:
 
 
 # ---------------------------------------------------------------------- client-facing
+def answer_response(request: web.Request, answer: Answer) -> web.Response:
+    """The cached bytes as they are; 304 when the client already has them."""
+    headers = {"ETag": answer.etag, "Cache-Control": "no-cache"}
+    if etag_matches(request.headers.get("If-None-Match"), answer.etag):
+        return web.Response(status=304, headers=headers)
+    headers["Content-Type"] = "application/json"
+    return web.Response(status=answer.status, body=answer.body, headers=headers)
+
+
+def etag_matches(header: str | None, etag: str) -> bool:
+    if not header:
+        return False
+    return header.strip() == "*" or etag in (t.strip().removeprefix("W/") for t in header.split(","))
+
+
+def parse_duration(value: str, limit_ms: int) -> float:
+    """'30s', '500ms', '2m' or plain seconds; at most the configured watch limit."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)?", value.strip())
+    if m is None:
+        raise invalid(f"timeout must look like 30s, 500ms or 2m, not {value!r}")
+    seconds = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, None: 1}[m.group(2)]
+    return min(seconds, limit_ms / 1000)
+
+
 async def get_route(request: web.Request) -> web.Response:
     topic = name_param(request, "topic", TOPIC_MAX)
-    route = await registry(request).route(topic)
-    if route.data is None:
-        raise topic_not_exist(topic)
-    return json_response(route.data)
+    reg, cache = registry(request), request.app[CACHE]
+
+    async def fetch() -> Answer:
+        route = await reg.route(topic)
+        if route.data is None:
+            e = topic_not_exist(topic)
+            return make_answer(route.version, e.status, orjson.dumps({"error": e.code, "message": e.message}))
+        return make_answer(route.version, 200, orjson.dumps(route.data))
+
+    watch = request.query.get("watch")
+    if watch is None:
+        return answer_response(request, await cache.get(("route", topic), fetch))
+    # long poll: answer as soon as the route differs from the one the client has
+    watched = '"' + watch.strip().strip('"') + '"'
+    timeout = parse_duration(request.query.get("timeout", "30s"), request.app[SETTINGS].watch_max_ms)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        changed = cache.changed  # taken before the read, so no change can slip between
+        answer = await cache.get(("route", topic), fetch)
+        remaining = deadline - asyncio.get_running_loop().time()
+        if answer.etag != watched or remaining <= 0 or not await cache.wait(changed, remaining):
+            break
+    if answer.etag == watched:
+        return web.Response(status=304, headers={"ETag": answer.etag, "Cache-Control": "no-cache"})
+    return answer_response(request, answer)
 
 
 async def get_cluster(request: web.Request) -> web.Response:
-    _, body = await registry(request).cluster_info()
-    return json_response(body)
+    reg = registry(request)
+
+    async def fetch() -> Answer:
+        version, body = await reg.cluster_info()
+        return make_answer(version, 200, orjson.dumps(body))
+
+    return answer_response(request, await request.app[CACHE].get(("cluster",), fetch))
+
+
+async def _topic_list(request: web.Request, which: str, cluster: str = "") -> web.Response:
+    reg = registry(request)
+
+    async def fetch() -> Answer:
+        version, body = await reg.topic_list(which, cluster)
+        return make_answer(version, 200, orjson.dumps(body))
+
+    return answer_response(request, await request.app[CACHE].get(("topics", which, cluster), fetch))
 
 
 def topic_list(which: str) -> Handler:
     async def handler(request: web.Request) -> web.Response:
-        _, body = await registry(request).topic_list(which)
-        return json_response(body)
+        return await _topic_list(request, which)
 
     return handler
 
 
 async def cluster_topics(request: web.Request) -> web.Response:
-    cluster = name_param(request, "clusterName")
-    _, body = await registry(request).topic_list("cluster", cluster)
-    return json_response(body)
+    return await _topic_list(request, "cluster", name_param(request, "clusterName"))
 
 
 # ---------------------------------------------------------------------- admin
@@ -258,14 +318,24 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     except StoreUnavailable as e:
         # not fatal: readiness stays 503 and scripts load on first use once Redis is back
         log.warning("Redis unavailable at start (%s); serving 503 until it returns", e)
-    scanner_task = asyncio.create_task(app[SCANNER].run(), name="expiry-scanner")
+    cache = app[CACHE]
+    tasks = [
+        asyncio.create_task(app[SCANNER].run(), name="expiry-scanner"),
+        asyncio.create_task(cache.run_poller(), name="version-poller"),
+        asyncio.create_task(cache.run_listener(), name="change-listener"),
+    ]
     yield
-    scanner_task.cancel()
-    try:
-        await scanner_task
-    except asyncio.CancelledError:
-        pass
+    await stop(tasks)
     await store.close()
+
+
+async def stop(tasks: list[asyncio.Task[None]]) -> None:
+    # Cancel until done: on Python 3.11, asyncio.wait_for can swallow a cancellation that
+    # arrives as its inner call completes, and the loop would then run on.
+    while pending := [t for t in tasks if not t.done()]:
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=0.1)
 
 
 async def _on_shutdown(app: web.Application) -> None:
@@ -279,6 +349,7 @@ def create_app(settings: Settings, store: Store | None = None) -> web.Applicatio
     app[REGISTRY] = Registry(app[STORE])
     app[SCANNER] = Scanner(app[REGISTRY], settings.scan_interval_ms, settings.scan_batch)
     app[STATE] = {"stopping": False}
+    app[CACHE] = ReadCache(app[STORE], settings.version_poll_ms, settings.max_staleness_ms)
     metrics.install(app, app[SCANNER])
     add_routes(app)
     app[STATE]["openapi"] = orjson.dumps(openapi_document(app))

@@ -49,6 +49,11 @@ def _scan(settings: Settings) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["analytics"]:
+        # the analytics CLI has its own options (and --help); hand it everything after the word
+        from service.analytics.cli import main as analytics_main
+
+        return analytics_main(argv[1:])
     parser = argparse.ArgumentParser(prog="rmq-registry", description="A horizontally scaled route registry for RocketMQ")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run a registry worker (HTTP API and expiry scanner)")
@@ -56,15 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, help="listen port (RMQ_PORT, default 8080)")
     serve.add_argument("--redis-url", help="Redis URL (REDIS_URL; unset: embedded store)")
     sub.add_parser("scan", help="run one expiry pass against REDIS_URL and exit")
-    analytics = sub.add_parser("analytics", help="run a PySpark analytics job (see service/analytics)", add_help=False)
-    analytics.add_argument("rest", nargs=argparse.REMAINDER)
+    sub.add_parser("analytics", help="run a PySpark analytics job: rmq-registry analytics --help")
 
     args = parser.parse_args(argv)
-    if args.command == "analytics":
-        from service.analytics.cli import main as analytics_main
-
-        return analytics_main(args.rest)
-
     settings = from_env()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":

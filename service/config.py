@@ -32,6 +32,8 @@ class Settings:
     max_queue_nums: int = 1024
     max_topics_per_registration: int = 100_000
     version_poll_ms: int = 500
+    max_staleness_ms: int = 1_000
+    watch_max_ms: int = 120_000
     auth_tokens_file: str | None = None
     auth_reads: str = "open"
     log_level: str = "INFO"
@@ -61,6 +63,8 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_MAX_QUEUE_NUMS": ("max_queue_nums", int),
     "RMQ_MAX_TOPICS_PER_REGISTRATION": ("max_topics_per_registration", int),
     "RMQ_VERSION_POLL_MS": ("version_poll_ms", int),
+    "RMQ_MAX_STALENESS_MS": ("max_staleness_ms", int),
+    "RMQ_WATCH_MAX_MS": ("watch_max_ms", int),
     "RMQ_AUTH_TOKENS_FILE": ("auth_tokens_file", str),
     "RMQ_AUTH_READS": ("auth_reads", str),
     "RMQ_LOG_LEVEL": ("log_level", str),
@@ -79,6 +83,8 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         except ValueError as exc:
             raise SystemExit(f"bad value for {var}: {raw!r} ({exc})") from None
     settings = Settings(**values)  # type: ignore[arg-type]
+    if settings.version_poll_ms >= settings.max_staleness_ms > 0:
+        raise SystemExit("RMQ_VERSION_POLL_MS must be below RMQ_MAX_STALENESS_MS, or the cache would never be fresh")
     if settings.auth_reads not in ("open", "token"):
         raise SystemExit(f"RMQ_AUTH_READS must be 'open' or 'token', not {settings.auth_reads!r}")
     return settings

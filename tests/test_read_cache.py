@@ -1,0 +1,165 @@
+"""The cached read path: fresh within the stated bound, ETags, and the watch long poll."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis
+from aiohttp.test_utils import TestClient
+
+from service.api import CACHE
+from tests.builders import identity, registration, topic_config
+from tests.calls import register, route
+
+BOUND_S = 1.0  # RMQ_MAX_STALENESS_MS default, the bound README states
+
+
+async def seconds_until(client: TestClient, topic: str, check, limit_s: float = 5) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s:
+        if check(await route(client, topic)):
+            return time.monotonic() - started
+        await asyncio.sleep(0.01)
+    raise AssertionError("never changed")
+
+
+def write_queues(answer: dict | None) -> int | None:
+    return None if answer is None else answer["queueDatas"][0]["writeQueueNums"]
+
+
+async def test_change_through_one_worker_is_read_fresh_through_another_within_the_bound(make_client) -> None:
+    a, b = await make_client(), await make_client()
+    await register(a, registration(topics={"T": topic_config("T", write=4)}, version=1))
+    assert write_queues(await route(b, "T")) == 4  # now cached in b
+    await register(a, registration(topics={"T": topic_config("T", write=8)}, version=2))
+    assert await seconds_until(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
+
+
+async def test_fresh_within_the_bound_after_the_change_channel_was_killed(make_client, r: redis.Redis) -> None:
+    a, b = await make_client(), await make_client()
+    await register(a, registration(topics={"T": topic_config("T", write=4)}, version=1))
+    assert write_queues(await route(b, "T")) == 4
+    assert r.execute_command("CLIENT", "KILL", "TYPE", "pubsub") >= 1
+    await register(a, registration(topics={"T": topic_config("T", write=8)}, version=2))
+    assert await seconds_until(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
+
+
+async def test_repeated_reads_are_served_without_running_a_script(client: TestClient, r: redis.Redis) -> None:
+    await register(client, registration())
+    await route(client, "TopicTest")
+    await client.app[CACHE].poll_once()  # a confirmed version, as the poller keeps it
+    before = r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    for _ in range(50):
+        assert await route(client, "TopicTest") is not None
+    assert r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0) == before
+
+
+async def test_cached_answers_are_not_served_past_the_bound_when_redis_is_gone(make_client, redis_server) -> None:
+    client = await make_client()
+    await register(client, registration())
+    await route(client, "TopicTest")
+    redis_server.stop()
+    try:
+        await asyncio.sleep(BOUND_S + 0.1)
+        assert (await client.get("/v1/routes/TopicTest")).status == 503
+    finally:
+        redis_server.start()
+
+
+async def test_route_answer_carries_an_etag_and_if_none_match_gives_304(client: TestClient) -> None:
+    await register(client, registration())
+    first = await client.get("/v1/routes/TopicTest")
+    etag = first.headers["ETag"]
+    assert etag.startswith('"') and etag.endswith('"')
+    again = await client.get("/v1/routes/TopicTest", headers={"If-None-Match": etag})
+    assert again.status == 304 and again.headers["ETag"] == etag and await again.read() == b""
+
+
+async def test_etag_changes_when_the_route_changes(client: TestClient) -> None:
+    await register(client, registration(version=1))
+    etag = (await client.get("/v1/routes/TopicTest")).headers["ETag"]
+    await client.post("/v1/brokers/broker-a/wipe-write-perm")
+    await client.app[CACHE].poll_once()
+    resp = await client.get("/v1/routes/TopicTest", headers={"If-None-Match": etag})
+    assert resp.status == 200 and resp.headers["ETag"] != etag
+
+
+async def test_cluster_and_topic_lists_answer_304_too(client: TestClient) -> None:
+    await register(client, registration())
+    for path in ("/v1/cluster", "/v1/topics", "/v1/clusters/DefaultCluster/topics"):
+        etag = (await client.get(path)).headers["ETag"]
+        assert (await client.get(path, headers={"If-None-Match": etag})).status == 304
+
+
+async def test_watch_returns_as_soon_as_the_route_changes(make_client) -> None:
+    a, b = await make_client(), await make_client()
+    await register(a, registration(version=1))
+    etag = (await b.get("/v1/routes/TopicTest")).headers["ETag"]
+
+    async def change_later() -> float:
+        await asyncio.sleep(0.3)
+        await a.post("/v1/brokers/broker-a/wipe-write-perm")
+        return time.monotonic()
+
+    started = time.monotonic()
+    watch = asyncio.create_task(b.get(f"/v1/routes/TopicTest?watch={etag.strip(chr(34))}&timeout=10s"))
+    changed_at = await change_later()
+    resp = await watch
+    assert resp.status == 200
+    assert (await resp.json())["queueDatas"][0]["perm"] == 4
+    assert resp.headers["ETag"] != etag
+    assert time.monotonic() - started >= 0.3
+    assert time.monotonic() - changed_at <= BOUND_S
+
+
+async def test_watch_of_an_old_version_returns_at_once(client: TestClient) -> None:
+    await register(client, registration())
+    started = time.monotonic()
+    resp = await client.get('/v1/routes/TopicTest?watch="0000"&timeout=10s')
+    assert resp.status == 200 and time.monotonic() - started < 1
+
+
+async def test_watch_times_out_with_304_when_nothing_changes(client: TestClient) -> None:
+    await register(client, registration())
+    etag = (await client.get("/v1/routes/TopicTest")).headers["ETag"]
+    started = time.monotonic()
+    resp = await client.get(f"/v1/routes/TopicTest?watch={etag}&timeout=500ms")
+    assert resp.status == 304 and resp.headers["ETag"] == etag
+    assert time.monotonic() - started >= 0.5
+
+
+async def test_watch_is_not_woken_by_another_topics_change(make_client) -> None:
+    client = await make_client()
+    await register(client, registration(topics=["Watched"]))
+    etag = (await client.get("/v1/routes/Watched")).headers["ETag"]
+    watch = asyncio.create_task(client.get(f"/v1/routes/Watched?watch={etag}&timeout=1s"))
+    await asyncio.sleep(0.2)
+    await register(client, registration(addr="10.0.0.2:10911", name="broker-b", topics=["Other"]))
+    resp = await watch
+    assert resp.status == 304
+
+
+async def test_watch_sees_a_topic_appear(make_client) -> None:
+    a, b = await make_client(), await make_client()
+    first = await b.get("/v1/routes/Later")
+    assert first.status == 404
+    watch = asyncio.create_task(b.get(f"/v1/routes/Later?watch={first.headers['ETag']}&timeout=10s"))
+    await asyncio.sleep(0.2)
+    await register(a, registration(topics=["Later"]))
+    resp = await watch
+    assert resp.status == 200 and (await resp.json())["queueDatas"][0]["brokerName"] == "broker-a"
+
+
+async def test_bad_watch_timeout_is_rejected(client: TestClient) -> None:
+    resp = await client.get("/v1/routes/T?watch=x&timeout=soon")
+    assert resp.status == 400 and (await resp.json())["error"] == "INVALID_REQUEST"
+
+
+async def test_unregister_through_one_worker_empties_the_others_cache(make_client) -> None:
+    a, b = await make_client(), await make_client()
+    reg = registration()
+    await register(a, reg)
+    assert await route(b, "TopicTest") is not None
+    await a.post("/v1/brokers/unregister", json=identity(reg))
+    assert await seconds_until(b, "TopicTest", lambda r: r is None) <= BOUND_S
