@@ -11,7 +11,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from service import metrics
+from service import auth, metrics
 from service.cache import Answer, ReadCache, make_answer
 from service.config import Settings
 from service.errors import ApiError, error_response, invalid, topic_not_exist
@@ -38,6 +38,7 @@ REGISTRY = web.AppKey("registry", Registry)
 SCANNER = web.AppKey("scanner", Scanner)
 STATE = web.AppKey("state", dict)
 CACHE = web.AppKey("cache", ReadCache)
+ROLES = web.AppKey("roles", dict)
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -283,33 +284,44 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    r = app.router
-    r.add_post("/v1/brokers/register", register_broker)
-    r.add_post("/v1/brokers/heartbeat", heartbeat)
-    r.add_post("/v1/brokers/query-data-version", query_data_version)
-    r.add_post("/v1/brokers/unregister", unregister_broker)
-    r.add_post("/v1/brokers/{brokerName}/wipe-write-perm", wipe_write_perm)
-    r.add_post("/v1/brokers/{brokerName}/add-write-perm", add_write_perm)
-    r.add_get("/v1/routes/{topic}", get_route)
-    r.add_get("/v1/cluster", get_cluster)
-    r.add_get("/v1/topics", topic_list("all"))
+    roles = app[ROLES]
+
+    def add(method: str, path: str, handler: Handler, required: str) -> None:
+        roles[app.router.add_route(method, path, handler)] = required
+
+    add("POST", "/v1/brokers/register", register_broker, auth.BROKER)
+    add("POST", "/v1/brokers/heartbeat", heartbeat, auth.BROKER)
+    add("POST", "/v1/brokers/query-data-version", query_data_version, auth.BROKER)
+    add("POST", "/v1/brokers/unregister", unregister_broker, auth.BROKER)
+    add("POST", "/v1/brokers/{brokerName}/wipe-write-perm", wipe_write_perm, auth.ADMIN)
+    add("POST", "/v1/brokers/{brokerName}/add-write-perm", add_write_perm, auth.ADMIN)
+    add("GET", "/v1/routes/{topic}", get_route, auth.READ)
+    add("GET", "/v1/cluster", get_cluster, auth.READ)
+    add("GET", "/v1/topics", topic_list("all"), auth.READ)
     for which in ("system", "unit", "unit-sub", "unit-sub-without-unit"):
-        r.add_get(f"/v1/topics/{which}", topic_list(which))
-    r.add_get("/v1/clusters/{clusterName}/topics", cluster_topics)
-    r.add_delete("/v1/topics/{topic}", delete_topic)
-    r.add_put("/v1/kv/{namespace}/{key}", kv_put)
-    r.add_get("/v1/kv/{namespace}/{key}", kv_get)
-    r.add_delete("/v1/kv/{namespace}/{key}", kv_delete)
-    r.add_get("/v1/kv/{namespace}", kv_table)
-    r.add_get("/healthz", healthz)
-    r.add_get("/readyz", readyz)
-    r.add_get("/metrics", metrics.handler)
-    r.add_get("/v1/openapi.json", openapi)
+        add("GET", f"/v1/topics/{which}", topic_list(which), auth.READ)
+    add("GET", "/v1/clusters/{clusterName}/topics", cluster_topics, auth.READ)
+    add("DELETE", "/v1/topics/{topic}", delete_topic, auth.ADMIN)
+    add("PUT", "/v1/kv/{namespace}/{key}", kv_put, auth.ADMIN)
+    add("GET", "/v1/kv/{namespace}/{key}", kv_get, auth.ADMIN)
+    add("DELETE", "/v1/kv/{namespace}/{key}", kv_delete, auth.ADMIN)
+    add("GET", "/v1/kv/{namespace}", kv_table, auth.ADMIN)
+    add("GET", "/healthz", healthz, auth.OPEN)
+    add("GET", "/readyz", readyz, auth.OPEN)
+    add("GET", "/metrics", metrics.handler, auth.OPEN)
+    add("GET", "/v1/openapi.json", openapi, auth.OPEN)
+
+
+def required_role(request: web.Request) -> str:
+    # unmatched paths answer their 404/405 to anyone: they reveal nothing
+    return request.app[ROLES].get(request.match_info.route, auth.OPEN)
 
 
 async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     store = app[STORE]
+    if not settings.auth_tokens_file:
+        log.warning("authentication is off (RMQ_AUTH_TOKENS_FILE unset): anyone who reaches this port may change routes")
     if settings.embedded:
         log.warning("no REDIS_URL: running on an embedded in-process store "
                     "(single process, NOT durable: everything is lost on exit)")
@@ -343,7 +355,12 @@ async def _on_shutdown(app: web.Application) -> None:
 
 
 def create_app(settings: Settings, store: Store | None = None) -> web.Application:
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[metrics.middleware, errors_middleware])
+    tokens = auth.TokenFile(settings.auth_tokens_file) if settings.auth_tokens_file else None
+    app = web.Application(
+        client_max_size=settings.max_body_bytes,
+        middlewares=[metrics.middleware, errors_middleware, auth.middleware(tokens, settings.auth_reads, required_role)],
+    )
+    app[ROLES] = {}
     app[SETTINGS] = settings
     app[STORE] = store or Store(settings)
     app[REGISTRY] = Registry(app[STORE])

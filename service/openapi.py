@@ -126,5 +126,11 @@ def openapi_document(app: web.Application | None = None) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "RocketMQ route registry", "version": __version__},
         "paths": paths,
-        "components": {"schemas": schemas},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                           "description": "a token of role broker or admin (RMQ_AUTH_TOKENS_FILE)"}},
+        },
+        # auth is off by default, on in every deployment: a token is optional in the contract
+        "security": [{}, {"bearer": []}],
     }

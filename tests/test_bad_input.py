@@ -137,3 +137,10 @@ async def test_unknown_endpoint_answers_json_not_found(client: TestClient) -> No
 async def test_wrong_method_answers_json_405(client: TestClient) -> None:
     resp = await client.get("/v1/brokers/register")
     assert resp.status == 405 and (await resp.json())["error"] == "METHOD_NOT_ALLOWED"
+
+
+async def test_json_nested_too_deep_is_rejected(client: TestClient, r: redis.Redis, seeded: dict) -> None:
+    deep = b'{"x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    resp = await client.post("/v1/brokers/register", data=deep, headers={"Content-Type": "application/json"})
+    assert resp.status == 400
+    assert snapshot(r) == seeded

@@ -1,0 +1,112 @@
+"""Bearer tokens with roles, from a file that is re-read when it changes.
+
+The file (RMQ_AUTH_TOKENS_FILE, a mounted Secret in Kubernetes) has one
+``<role> <token>`` per line and ``#`` comments. Roles: ``broker`` may register,
+heartbeat, query its data version and unregister; ``admin`` may do everything.
+Reads of routes, cluster and topics are open or need any valid token (RMQ_AUTH_READS).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from aiohttp import web
+
+from service.errors import error_response
+
+log = logging.getLogger(__name__)
+
+ROLES = ("broker", "admin")
+
+# What an endpoint requires: nothing, the read rule, or a role (admin always qualifies).
+OPEN, READ, BROKER, ADMIN = "open", "read", "broker", "admin"
+
+
+class TokenFileError(ValueError):
+    pass
+
+
+def parse_tokens(text: str) -> list[tuple[str, str]]:
+    tokens = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or parts[0] not in ROLES:
+            raise TokenFileError(f"line {number}: expected '<broker|admin> <token>'")
+        tokens.append((parts[0], parts[1]))
+    return tokens
+
+
+@dataclass
+class TokenFile:
+    path: str
+    check_every: float = 1.0
+    tokens: list[tuple[str, str]] = field(default_factory=list)
+    _stamp: tuple[float, int, int] | None = None
+    _checked: float = float("-inf")
+
+    def refresh(self) -> None:
+        """Re-reads the file when it changed (at most once per check_every seconds)."""
+        now = time.monotonic()
+        if now - self._checked < self.check_every:
+            return
+        self._checked = now
+        try:
+            st = os.stat(self.path)  # follows the symlink a Kubernetes Secret mount swaps
+            stamp = (st.st_mtime, st.st_size, st.st_ino)
+            if stamp == self._stamp:
+                return
+            with open(self.path, encoding="utf-8") as f:
+                self.tokens = parse_tokens(f.read())
+            self._stamp = stamp
+            log.info("auth tokens loaded from %s: %d tokens", self.path, len(self.tokens))
+        except (OSError, TokenFileError) as exc:
+            # fail closed: an unreadable or broken file admits nobody until it is fixed
+            self.tokens, self._stamp = [], None
+            log.error("auth tokens file %s unusable (%s): every protected request is refused", self.path, exc)
+
+    def role_of(self, token: str) -> str | None:
+        self.refresh()
+        found = None
+        presented = token.encode()
+        for role, known in self.tokens:
+            # compare against every token, so timing tells nothing about which matched
+            if hmac.compare_digest(presented, known.encode()) and found != ADMIN:
+                found = role
+        return found
+
+
+def allowed(role: str | None, required: str, reads: str) -> bool:
+    if required == OPEN or (required == READ and reads == "open"):
+        return True
+    if role is None:
+        return False
+    return required == READ or role == ADMIN or role == required
+
+
+def middleware(tokens: TokenFile | None, reads: str, required_of: Callable[[web.Request], str]):
+    @web.middleware
+    async def auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if tokens is None:
+            return await handler(request)
+        required = required_of(request)
+        if required == OPEN or (required == READ and reads == "open"):
+            return await handler(request)
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        role = tokens.role_of(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if role is None:
+            return error_response(401, "UNAUTHENTICATED", "a valid bearer token is required",
+                                  headers={"WWW-Authenticate": 'Bearer realm="rmq-registry"'})
+        if not allowed(role, required, reads):
+            return error_response(403, "FORBIDDEN", f"the {role} role may not do this")
+        return await handler(request)
+
+    return auth
