@@ -7,7 +7,6 @@ from typing import Any
 
 import orjson
 
-from service.keys import ORDER_TOPIC_CONFIG
 from service.models import (
     HeartbeatRequest,
     QueryDataVersionRequest,
@@ -150,6 +149,3 @@ class Registry:
         if not exists:
             return None
         return {_s(k): _s(v) for k, v in table.items()}
-
-    async def order_topic_conf(self) -> dict[str, str]:
-        return await self.kv_table(ORDER_TOPIC_CONFIG) or {}
