@@ -19,6 +19,7 @@ def _bool(value: str) -> bool:
 @dataclass(frozen=True)
 class Settings:
     redis_url: str | None = None
+    redis_cluster: bool = False
     host: str = "0.0.0.0"
     port: int = 8080
     key_prefix: str = "rmq"
@@ -50,6 +51,7 @@ class Settings:
 # variable -> (field, parser); the single list README's configuration table documents.
 ENV: dict[str, tuple[str, type | object]] = {
     "REDIS_URL": ("redis_url", str),
+    "RMQ_REDIS_CLUSTER": ("redis_cluster", _bool),
     "RMQ_HOST": ("host", str),
     "RMQ_PORT": ("port", int),
     "RMQ_KEY_PREFIX": ("key_prefix", str),

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.retry import Retry
@@ -55,6 +56,13 @@ def connect(settings: Settings) -> Redis:
         import fakeredis
 
         return fakeredis.aioredis.FakeRedis()
+    if settings.redis_cluster:
+        # every key shares one hash tag, so each script runs on the one node owning that slot
+        return RedisCluster.from_url(
+            settings.redis_url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+        )
     return aioredis.from_url(
         settings.redis_url,
         socket_timeout=timeout,
