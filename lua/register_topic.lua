@@ -1,0 +1,35 @@
+-- Register one topic's QueueData for given brokers (RocketMQ 5.x
+-- RouteInfoManager.registerTopic, request REGISTER_TOPIC_IN_NAMESRV), atomically.
+-- KEYS[1] version counter
+-- ARGV[1] topic
+-- ARGV[2] n, number of QueueData
+-- ARGV[3 ..] n groups of 5: brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag
+-- Returns {version, 1} when applied, {version, 0} when a broker name has no BrokerData
+-- (RocketMQ then refuses the topic: "Register topic contains illegal broker"); unlike
+-- RocketMQ, nothing at all is written in that case.
+local topic = ARGV[1]
+local n = tonumber(ARGV[2])
+
+for i = 0, n - 1 do
+  if redis.call('EXISTS', K.broker(ARGV[3 + i * 5])) == 0 then
+    return {publish_if_changed(), 0}
+  end
+end
+
+for i = 0, n - 1 do
+  local at = 3 + i * 5
+  local name = ARGV[at]
+  local r, w, p, f = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
+  local queue_key = K.queue(topic, name)
+  local cur = redis.call('HMGET', queue_key, 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
+  if cur[1] ~= r or cur[2] ~= w or cur[3] ~= p or cur[4] ~= f then
+    redis.call('HSET', queue_key, 'topic', topic, 'brokerName', name,
+      'readQueueNums', r, 'writeQueueNums', w, 'perm', p, 'topicSysFlag', f)
+    redis.call('SADD', K.topic(topic), name)
+    redis.call('SADD', K.topics(), topic)
+    redis.call('SADD', K.broker_topics(name), topic)
+    changed = true
+  end
+end
+
+return {publish_if_changed(), 1}

@@ -1,0 +1,186 @@
+"""Request and answer bodies of the NameServer codes, as RocketMQ's Java classes encode them."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+import orjson
+
+from service.remoting import fastjson
+from service.remoting.codes import V5_0_0
+
+
+class BodyError(ValueError):
+    """A body that cannot be read: answered with SYSTEM_ERROR, the connection stays."""
+
+
+def json_body(body: bytes, what: str) -> Any:
+    if not body:
+        raise BodyError(f"{what} body is missing")
+    try:
+        return fastjson.loads(body)
+    except ValueError as e:
+        raise BodyError(f"{what} body is not JSON: {e}") from None
+
+
+# ---------------------------------------------------------------------- REGISTER_BROKER
+def register_broker_body(body: bytes, compressed: bool, version: int) -> dict[str, Any]:
+    """RegisterBrokerBody -> {"topicConfigSerializeWrapper": {...}, "filterServerList": [...]}.
+
+    Plain: fastjson JSON of RegisterBrokerBody. Compressed (header ``compressed=true``): a
+    zlib (Deflater) stream of int32-length-prefixed parts, see ``_inflate_register``.
+    RocketMQ 5.x brokers with ``compressedRegister=true`` send the compressed form with
+    ``compressed=false`` in the header (BrokerOuterAPI.registerBrokerAll always sets false),
+    so a body starting with a zlib header (0x78; JSON starts with '{') is inflated too.
+    """
+    if compressed or body[:1] == b"\x78":
+        return _inflate_register(body, version)
+    doc = json_body(body, "RegisterBrokerBody")
+    if not isinstance(doc, dict):
+        raise BodyError("RegisterBrokerBody must be a JSON object")
+    return doc
+
+
+def _inflate_register(body: bytes, version: int) -> dict[str, Any]:
+    """RegisterBrokerBody.encode(true): after inflating,
+
+    int32 n + DataVersion JSON; int32 count; count x (int32 n + TopicConfig.encode()),
+    TopicConfig.encode() being ``topicName readQueueNums writeQueueNums perm topicFilterType
+    [attributes JSON]`` separated by single spaces (no topicSysFlag, no order: RocketMQ
+    drops them on this path too); int32 n + filterServerList JSON; and from broker version
+    5.0.0 on int32 count + count x (int32 n + TopicQueueMappingInfo JSON), which a
+    NameServer keeps only for static topics and we do not use.
+    """
+    try:
+        raw = zlib.decompress(body)
+    except zlib.error as e:
+        raise BodyError(f"compressed RegisterBrokerBody does not inflate: {e}") from None
+    at = 0
+
+    def take() -> bytes:
+        nonlocal at
+        if at + 4 > len(raw):
+            raise BodyError("compressed RegisterBrokerBody ends early")
+        (n,) = struct.unpack_from(">i", raw, at)
+        if n < 0 or at + 4 + n > len(raw):
+            raise BodyError("compressed RegisterBrokerBody has a bad part length")
+        part = raw[at + 4:at + 4 + n]
+        at += 4 + n
+        return part
+
+    def count() -> int:
+        nonlocal at
+        if at + 4 > len(raw):
+            raise BodyError("compressed RegisterBrokerBody ends early")
+        (n,) = struct.unpack_from(">i", raw, at)
+        at += 4
+        if n < 0:
+            raise BodyError("compressed RegisterBrokerBody has a negative count")
+        return n
+
+    data_version = json_body(take(), "DataVersion")
+    table: dict[str, Any] = {}
+    for _ in range(count()):
+        config = _topic_config_line(take())
+        table[config["topicName"]] = config
+    filters_json = take()
+    try:
+        filters = fastjson.loads(filters_json) if filters_json else []
+    except ValueError:
+        filters = []  # RocketMQ logs and goes on with an empty list
+    if version >= V5_0_0:
+        for _ in range(count()):
+            take()  # TopicQueueMappingInfo: static topics, not kept
+    return {
+        "topicConfigSerializeWrapper": {"dataVersion": data_version, "topicConfigTable": table},
+        "filterServerList": filters if filters is not None else [],
+    }
+
+
+def _topic_config_line(raw: bytes) -> dict[str, Any]:
+    parts = raw.decode("utf-8", errors="replace").split(" ")
+    if len(parts) < 5:
+        raise BodyError(f"bad TopicConfig line {raw[:80]!r}")
+    try:
+        return {"topicName": parts[0], "readQueueNums": int(parts[1]), "writeQueueNums": int(parts[2]),
+                "perm": int(parts[3]), "topicSysFlag": 0}
+    except ValueError:
+        raise BodyError(f"bad TopicConfig line {raw[:80]!r}") from None
+
+
+def compress_register_body(doc: dict[str, Any], version: int) -> bytes:
+    """RegisterBrokerBody.encode(true), for tests and tools (same layout as above)."""
+    wrapper = doc["topicConfigSerializeWrapper"]
+
+    def part(b: bytes) -> bytes:
+        return struct.pack(">i", len(b)) + b
+
+    out = part(orjson.dumps(wrapper["dataVersion"]))
+    table = wrapper.get("topicConfigTable", {})
+    out += struct.pack(">i", len(table))
+    for name, tc in table.items():
+        line = f"{name} {tc['readQueueNums']} {tc['writeQueueNums']} {tc['perm']} SINGLE_TAG {{}}"
+        out += part(line.encode())
+    out += part(orjson.dumps(doc.get("filterServerList") or []))
+    if version >= V5_0_0:
+        out += struct.pack(">i", 0)
+    return zlib.compress(out, 9)
+
+
+def crc32(body: bytes) -> int:
+    """UtilAll.crc32: CRC-32 with the sign bit cleared."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+# ---------------------------------------------------------------------- answers
+def data_version(stored: dict[str, Any]) -> bytes:
+    """DataVersion as fastjson writes it (fields in alphabetical order)."""
+    return orjson.dumps({"counter": stored["counter"], "stateVersion": stored.get("stateVersion", 0),
+                         "timestamp": stored["timestamp"]})
+
+
+def kv_table(table: dict[str, str]) -> bytes:
+    return orjson.dumps({"table": table})
+
+
+def topic_list(doc: dict[str, Any]) -> bytes:
+    """TopicList: {"brokerAddr":..., "topicList":[...]}, brokerAddr only when set."""
+    out: dict[str, Any] = {}
+    if doc.get("brokerAddr"):
+        out["brokerAddr"] = doc["brokerAddr"]
+    out["topicList"] = doc["topicList"]
+    return orjson.dumps(out)
+
+
+def _broker_data(d: dict[str, Any]) -> dict[str, Any]:
+    # BrokerData's fields in fastjson's order; zoneName is null (left out)
+    return {"brokerAddrs": d["brokerAddrs"], "brokerName": d["brokerName"], "cluster": d["cluster"],
+            "enableActingMaster": False}
+
+
+def route(data: dict[str, Any], standard: bool) -> bytes:
+    """TopicRouteData: standard JSON (sorted keys) or fastjson's default dialect."""
+    doc: dict[str, Any] = {
+        "brokerDatas": [_broker_data(b) for b in data["brokerDatas"]],
+        "filterServerTable": dict(sorted((data.get("filterServerTable") or {}).items())),
+    }
+    if data.get("orderTopicConf") is not None:
+        doc["orderTopicConf"] = data["orderTopicConf"]
+    doc["queueDatas"] = [
+        {"brokerName": q["brokerName"], "perm": q["perm"], "readQueueNums": q["readQueueNums"],
+         "topicSysFlag": q["topicSysFlag"], "writeQueueNums": q["writeQueueNums"]}
+        for q in data["queueDatas"]
+    ]
+    encoded = orjson.dumps(doc)  # fields already in order; brokerAddrs sorted by id
+    return encoded if standard else fastjson.dialect(encoded)
+
+
+def cluster_info(data: dict[str, Any]) -> bytes:
+    """ClusterInfo, always in fastjson's default dialect (as ClusterInfo.encode() writes it)."""
+    doc = {
+        "brokerAddrTable": {name: _broker_data(d) for name, d in data["brokerAddrTable"].items()},
+        "clusterAddrTable": data["clusterAddrTable"],
+    }
+    return fastjson.dialect(orjson.dumps(doc))

@@ -1,0 +1,265 @@
+"""RemotingCommand frames, as RocketMQ's RemotingCommand.encode/decode and NettyDecoder make them.
+
+A frame is::
+
+    int32 length            bytes that follow (header-length field + header + body)
+    int32 headerField       high byte: serialize type (0 JSON, 1 ROCKETMQ), low 3 bytes: header length
+    header                  JSON or ROCKETMQ binary, see below
+    body                    the rest
+
+JSON header (fastjson): ``{"code":105,"extFields":{"topic":"T"},"flag":0,"language":"JAVA",
+"opaque":7,"serializeTypeCurrentRPC":"JSON","version":479}``; ``remark`` when set; every
+extFields value is a string. Some clients end it with ``\\n`` (inside the header length).
+
+ROCKETMQ binary header (RocketMQSerializable)::
+
+    int16 code, int8 language, int16 version, int32 opaque, int32 flag,
+    int32 remarkLength + UTF-8 remark,
+    int32 extLength + ext entries (int16 keyLength + key, int32 valueLength + value)...
+
+Flag bit 0 marks a response, bit 1 a oneway request (no answer). NettyDecoder refuses a
+frame whose length, counting the 4-byte length field, exceeds 16 MiB.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import orjson
+
+from service.remoting import fastjson
+
+JSON = 0
+ROCKETMQ = 1
+SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
+
+MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength, length field included
+MAX_LENGTH = MAX_FRAME - 4     # the largest value the length field may carry
+
+FLAG_RESPONSE = 1 << 0
+FLAG_ONEWAY = 1 << 1
+
+LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER",
+             "HTTP", "GO", "PHP", "OMS", "RUST", "NODE_JS")
+LANGUAGE_CODES = {name: i for i, name in enumerate(LANGUAGES)}
+
+_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
+
+
+class FrameError(ValueError):
+    """The bytes are not a RemotingCommand: the connection cannot be trusted any further."""
+
+
+@dataclass
+class Command:
+    code: int
+    language: str = "JAVA"
+    version: int = 0
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    serialize_type: int = JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+
+# ---------------------------------------------------------------------- decoding
+def frame_length(prefix: bytes) -> int:
+    """The length field of a frame; FrameError when it is impossible or above the limit."""
+    (length,) = struct.unpack(">i", prefix)
+    if length < 4:
+        raise FrameError(f"bad frame length {length}")
+    if length > MAX_LENGTH:
+        raise FrameError(f"frame of {length + 4} bytes exceeds the {MAX_FRAME}-byte limit")
+    return length
+
+
+def decode_payload(payload: bytes) -> Command:
+    """A frame without its length field: header-length field, header, body."""
+    if len(payload) < 4:
+        raise FrameError("frame shorter than its header-length field")
+    (header_field,) = struct.unpack_from(">I", payload, 0)
+    kind, header_len = header_field >> 24, header_field & 0xFFFFFF
+    if header_len > len(payload) - 4:
+        raise FrameError(f"bad header length {header_len} in a frame of {len(payload)} bytes")
+    header = payload[4:4 + header_len]
+    if kind == JSON:
+        cmd = _decode_json_header(header)
+    elif kind == ROCKETMQ:
+        cmd = _decode_binary_header(header)
+    else:
+        raise FrameError(f"unknown serialize type {kind}")
+    cmd.body = payload[4 + header_len:]
+    return cmd
+
+
+def decode_frame(frame: bytes) -> Command:
+    """A whole frame, length field included (tests and tools)."""
+    if len(frame) < 4:
+        raise FrameError("frame shorter than its length field")
+    length = frame_length(frame[:4])
+    if len(frame) != 4 + length:
+        raise FrameError(f"frame says {length} bytes follow, {len(frame) - 4} do")
+    return decode_payload(frame[4:])
+
+
+def _int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.lstrip("-").isdigit():
+            return int(value)
+        raise FrameError(f"header field {name} is not an integer: {value!r}")
+    return value
+
+
+def _ext_value(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return orjson.dumps(value).decode()
+
+
+def _decode_json_header(header: bytes) -> Command:
+    try:
+        doc = fastjson.loads(header)  # trailing whitespace ('\n') is fine
+    except ValueError as e:
+        raise FrameError(f"malformed JSON header: {e}") from None
+    if not isinstance(doc, dict) or "code" not in doc:
+        raise FrameError("the JSON header is not a RemotingCommand")
+    ext = doc.get("extFields") or {}
+    if not isinstance(ext, dict):
+        raise FrameError("extFields is not an object")
+    language = doc.get("language", "JAVA")
+    if isinstance(language, int) and not isinstance(language, bool):
+        language = LANGUAGES[language] if 0 <= language < len(LANGUAGES) else "OTHER"
+    remark = doc.get("remark")
+    return Command(
+        code=_int(doc["code"], "code"),
+        language=str(language),
+        version=_int(doc.get("version", 0), "version"),
+        opaque=_int(doc.get("opaque", 0), "opaque"),
+        flag=_int(doc.get("flag", 0), "flag"),
+        remark=remark if isinstance(remark, str) else None,
+        ext_fields={str(k): _ext_value(v) for k, v in ext.items() if v is not None},
+        serialize_type=JSON,
+    )
+
+
+def _decode_binary_header(header: bytes) -> Command:
+    try:
+        code, lang, version, opaque, flag = _FIXED.unpack_from(header, 0)
+        at = _FIXED.size
+        (remark_len,) = struct.unpack_from(">i", header, at)
+        at += 4
+        remark = _read_str(header, at, remark_len)
+        at += remark_len
+        (ext_len,) = struct.unpack_from(">i", header, at)
+        at += 4
+        if ext_len < 0 or at + ext_len > len(header):
+            raise FrameError(f"extFields length {ext_len} exceeds the header")
+        end = at + ext_len
+        ext: dict[str, str] = {}
+        while at < end:
+            (klen,) = struct.unpack_from(">h", header, at)
+            at += 2
+            key = _read_str(header, at, klen, end)
+            at += klen
+            (vlen,) = struct.unpack_from(">i", header, at)
+            at += 4
+            value = _read_str(header, at, vlen, end)
+            at += vlen
+            if key is not None and value is not None:
+                ext[key] = value
+    except struct.error as e:
+        raise FrameError(f"truncated ROCKETMQ header: {e}") from None
+    return Command(
+        code=code,
+        language=LANGUAGES[lang] if 0 <= lang < len(LANGUAGES) else "OTHER",
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        serialize_type=ROCKETMQ,
+    )
+
+
+def _read_str(buf: bytes, at: int, length: int, end: int | None = None) -> str | None:
+    limit = len(buf) if end is None else end
+    if length < 0 or at + length > limit:
+        raise FrameError(f"string of {length} bytes runs past the header")
+    if length == 0:
+        return None  # RocketMQSerializable.readStr: an empty string reads as null
+    try:
+        return buf[at:at + length].decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FrameError(f"header string is not UTF-8: {e}") from None
+
+
+# ---------------------------------------------------------------------- encoding
+def encode_header(cmd: Command) -> bytes:
+    if cmd.serialize_type == ROCKETMQ:
+        return _encode_binary_header(cmd)
+    return _encode_json_header(cmd)
+
+
+def _encode_json_header(cmd: Command) -> bytes:
+    # fastjson's field order (alphabetical), nulls and empty extFields left out
+    doc: dict[str, object] = {"code": cmd.code}
+    if cmd.ext_fields:
+        doc["extFields"] = cmd.ext_fields
+    doc["flag"] = cmd.flag
+    doc["language"] = cmd.language
+    doc["opaque"] = cmd.opaque
+    if cmd.remark is not None:
+        doc["remark"] = cmd.remark
+    doc["serializeTypeCurrentRPC"] = "JSON"
+    doc["version"] = cmd.version
+    return orjson.dumps(doc)
+
+
+def _encode_binary_header(cmd: Command) -> bytes:
+    parts = [_FIXED.pack(_short(cmd.code), LANGUAGE_CODES.get(cmd.language, LANGUAGE_CODES["OTHER"]),
+                         _short(cmd.version), _i32(cmd.opaque), _i32(cmd.flag))]
+    remark = cmd.remark.encode() if cmd.remark else b""
+    parts += [struct.pack(">i", len(remark)), remark]
+    ext = bytearray()
+    for k, v in cmd.ext_fields.items():
+        kb, vb = k.encode(), v.encode()
+        ext += struct.pack(">h", len(kb)) + kb + struct.pack(">i", len(vb)) + vb
+    parts += [struct.pack(">i", len(ext)), bytes(ext)]
+    return b"".join(parts)
+
+
+def _short(v: int) -> int:
+    return ((v + 0x8000) & 0xFFFF) - 0x8000  # Java's (short) cast
+
+
+def _i32(v: int) -> int:
+    return ((v + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+def encode(cmd: Command) -> bytes:
+    """The whole frame, length field included, as RemotingCommand.encode writes it."""
+    header = encode_header(cmd)
+    if len(header) > 0xFFFFFF:
+        raise ValueError("header longer than 16 MiB")
+    head = struct.pack(">iI", 4 + len(header) + len(cmd.body), (cmd.serialize_type << 24) | len(header))
+    return head + header + cmd.body
+
+
+def response_to(request: Command, code: int, remark: str | None = None,
+                ext_fields: dict[str, str] | None = None, body: bytes = b"", version: int = 0) -> Command:
+    """An answer to ``request``: its opaque, its serialization, the response flag."""
+    return Command(code=code, language="JAVA", version=version, opaque=request.opaque, flag=FLAG_RESPONSE,
+                   remark=remark, ext_fields=ext_fields or {}, body=body,
+                   serialize_type=request.serialize_type)

@@ -1,0 +1,399 @@
+"""One coroutine per request code, on the app's Registry and ReadCache.
+
+Headers arrive as RocketMQ's extFields (all strings). A required field that is absent is
+answered as RocketMQ does (SYSTEM_ERROR, "the custom field <x> is null"); documents are
+validated by the same pydantic models as the HTTP API, and a validation error is a
+SYSTEM_ERROR too (a NameServer answers every undecodable request that way). Nothing is
+changed by a request that is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from service.cache import Answer, ReadCache, make_answer
+from service.config import Settings
+from service.models import (
+    TOPIC_MAX,
+    HeartbeatRequest,
+    QueryDataVersionRequest,
+    RegisterRequest,
+    TopicConfig,
+    UnregisterRequest,
+    describe,
+    valid_name,
+)
+from service.registry import Registry
+from service.remoting import bodies, codes
+from service.remoting.codec import Command, response_to
+from service.store import Store, StoreUnavailable, _lua_dir
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+STORE_UNAVAILABLE = "the route store is unavailable; nothing was changed, retry"
+
+
+class RemotingError(Exception):
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class Context:
+    """What the handlers share: the app's registry, cache and settings."""
+
+    def __init__(self, registry: Registry, cache: ReadCache, settings: Settings) -> None:
+        self.registry = registry
+        self.store: Store = registry.store
+        self.cache = cache
+        self.settings = settings
+        self._register_topic: Any = None
+
+    @classmethod
+    def of(cls, app: web.Application) -> "Context":
+        from service.api import CACHE, REGISTRY, SETTINGS
+
+        return cls(app[REGISTRY], app[CACHE], app[SETTINGS])
+
+    async def after_write(self) -> None:
+        """Read-your-writes on this worker: the cache learns the new table version now
+        instead of by pub/sub a moment later (an unchanged version clears nothing)."""
+        try:
+            self.cache.observe(await self.store.version())
+        except StoreUnavailable:
+            pass  # the write happened; pub/sub and the poll still bound the staleness
+
+    async def register_topic(self, args: list[str | int]) -> Any:
+        """lua/register_topic.lua: by the store when it loads it, else registered here."""
+        if "register_topic" in self.store._scripts:
+            return await self.store.run("register_topic", args)
+        if self._register_topic is None:
+            base = _lua_dir()
+            source = "".join((base / f).read_text(encoding="utf-8") for f in ("_lib.lua", "register_topic.lua"))
+            self._register_topic = self.store.redis.register_script(source)
+        return await self.store.call(self._register_topic(keys=[self.store.keys.version], args=args))
+
+
+Handler = Callable[[Context, Command], Awaitable[Command]]
+
+
+# ---------------------------------------------------------------------- helpers
+def ok(request: Command, ext: dict[str, str] | None = None, body: bytes = b"") -> Command:
+    return response_to(request, codes.SUCCESS, None, ext, body, version=codes.V5_3_3)
+
+
+def fail(request: Command, code: int, remark: str) -> Command:
+    return response_to(request, code, remark, version=codes.V5_3_3)
+
+
+def need(cmd: Command, name: str) -> str:
+    value = cmd.ext_fields.get(name)
+    if value is None:
+        raise RemotingError(codes.SYSTEM_ERROR, f"the custom field <{name}> is null")
+    return value
+
+
+def long_field(cmd: Command, name: str, required: bool = True) -> int | None:
+    raw = need(cmd, name) if required else cmd.ext_fields.get(name)
+    if raw is None or (raw == "" and not required):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise RemotingError(codes.SYSTEM_ERROR, f"the custom field <{name}> is not a number: {raw!r}") from None
+
+
+def bool_field(cmd: Command, name: str) -> bool:
+    return cmd.ext_fields.get(name, "").strip().lower() == "true"  # Boolean.parseBoolean
+
+
+def name_field(cmd: Command, name: str, max_length: int = 255, required: bool = True) -> str | None:
+    value = need(cmd, name) if required else cmd.ext_fields.get(name)
+    if value is None:
+        return None
+    if not valid_name(value, max_length):
+        raise RemotingError(codes.SYSTEM_ERROR,
+                            f"invalid request: {name} must match [%|a-zA-Z0-9_-]+ and be at most {max_length} characters")
+    return value
+
+
+def validate(ctx: Context, model: type[M], data: dict[str, Any]) -> M:
+    try:
+        return model.model_validate(data, context={
+            "max_queue_nums": ctx.settings.max_queue_nums,
+            "max_topics": ctx.settings.max_topics_per_registration,
+        })
+    except ValidationError as e:
+        raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: {describe(e)}") from None
+
+
+def body_doc(cmd: Command, what: str) -> Any:
+    try:
+        return bodies.json_body(cmd.body, what)
+    except bodies.BodyError as e:
+        raise RemotingError(codes.SYSTEM_ERROR, str(e)) from None
+
+
+def identity(cmd: Command) -> dict[str, Any]:
+    return {
+        "clusterName": need(cmd, "clusterName"),
+        "brokerAddr": need(cmd, "brokerAddr"),
+        "brokerName": need(cmd, "brokerName"),
+        "brokerId": long_field(cmd, "brokerId"),
+    }
+
+
+# ---------------------------------------------------------------------- broker-facing
+EMPTY_WRAPPER = {"dataVersion": {"timestamp": 0, "counter": 0}, "topicConfigTable": {}}
+
+
+async def register_broker(ctx: Context, cmd: Command) -> Command:
+    data = identity(cmd)
+    crc = long_field(cmd, "bodyCrc32", required=False) or 0
+    if crc != 0 and crc != bodies.crc32(cmd.body):
+        return fail(cmd, codes.SYSTEM_ERROR, "crc32 not match")
+    try:
+        if cmd.version >= codes.V3_0_11:
+            doc = (bodies.register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version)
+                   if cmd.body else {"topicConfigSerializeWrapper": EMPTY_WRAPPER, "filterServerList": []})
+        else:  # before 3.0.11 the body is a bare TopicConfigSerializeWrapper, no filter servers
+            doc = {"topicConfigSerializeWrapper": bodies.json_body(cmd.body, "TopicConfigSerializeWrapper")
+                   if cmd.body else EMPTY_WRAPPER}
+    except bodies.BodyError as e:
+        raise RemotingError(codes.SYSTEM_ERROR, f"Failed to decode RegisterBrokerBody: {e}") from None
+    if not isinstance(doc, dict):
+        raise RemotingError(codes.SYSTEM_ERROR, "Failed to decode RegisterBrokerBody: not an object")
+    data["haServerAddr"] = cmd.ext_fields.get("haServerAddr")
+    data["heartbeatTimeoutMillis"] = long_field(cmd, "heartbeatTimeoutMillis", required=False)
+    data["topicConfigSerializeWrapper"] = doc.get("topicConfigSerializeWrapper")
+    if "filterServerList" in doc:
+        data["filterServerList"] = doc["filterServerList"] if doc["filterServerList"] is not None else []
+    req = validate(ctx, RegisterRequest, data)
+    result = await ctx.registry.register(req)
+    ext = {k: result[k] for k in ("masterAddr", "haServerAddr") if result.get(k)}
+    body = bodies.kv_table(result["kvTable"]) if result["kvTable"] else b""
+    return ok(cmd, ext, body)
+
+
+async def unregister_broker(ctx: Context, cmd: Command) -> Command:
+    req = validate(ctx, UnregisterRequest, identity(cmd))
+    await ctx.registry.unregister(req)
+    return ok(cmd)
+
+
+async def broker_heartbeat(ctx: Context, cmd: Command) -> Command:
+    data = {
+        "clusterName": need(cmd, "clusterName"),
+        "brokerAddr": need(cmd, "brokerAddr"),
+        "brokerName": need(cmd, "brokerName"),
+        "brokerId": long_field(cmd, "brokerId", required=False),
+    }
+    if data["brokerId"] is None:
+        # RocketMQ refreshes by address alone; our script checks the identity, so read it
+        raw = await ctx.store.call(ctx.store.redis.hget(ctx.store.keys.live(data["brokerAddr"]), "brokerId"))
+        if raw is None:
+            return ok(cmd)  # not registered: nothing to refresh, as in RocketMQ
+        data["brokerId"] = int(raw)
+    req = validate(ctx, HeartbeatRequest, data)
+    await ctx.registry.heartbeat(req)  # RocketMQ answers SUCCESS whether or not it was known
+    return ok(cmd)
+
+
+async def query_data_version(ctx: Context, cmd: Command) -> Command:
+    data = identity(cmd)
+    data["dataVersion"] = body_doc(cmd, "DataVersion")
+    req = validate(ctx, QueryDataVersionRequest, data)
+    result = await ctx.registry.query_data_version(req)
+    stored = result["nameServerDataVersion"]
+    body = bodies.data_version(stored) if stored else b""
+    return ok(cmd, {"changed": "true" if result["changed"] else "false"}, body)
+
+
+# ---------------------------------------------------------------------- client-facing
+def topic_not_exist(cmd: Command, topic: str) -> Command:
+    return fail(cmd, codes.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
+
+
+async def get_route(ctx: Context, cmd: Command) -> Command:
+    topic = need(cmd, "topic")
+    if not valid_name(topic, TOPIC_MAX):
+        return topic_not_exist(cmd, topic)  # no route can exist under such a name
+    standard = cmd.version >= codes.V4_9_4 or bool_field(cmd, "acceptStandardJsonOnly")
+    reg = ctx.registry
+
+    async def fetch() -> Answer:
+        route = await reg.route(topic)
+        if route.data is None:
+            return make_answer(route.version, 404, b"")
+        return make_answer(route.version, 200, bodies.route(route.data, standard))
+
+    answer = await ctx.cache.get(("remoting-route", topic, standard), fetch)
+    if answer.status != 200:
+        return topic_not_exist(cmd, topic)
+    return ok(cmd, body=answer.body)
+
+
+async def cluster_info(ctx: Context, cmd: Command) -> Command:
+    reg = ctx.registry
+
+    async def fetch() -> Answer:
+        version, doc = await reg.cluster_info()
+        return make_answer(version, 200, bodies.cluster_info(doc))
+
+    return ok(cmd, body=(await ctx.cache.get(("remoting-cluster",), fetch)).body)
+
+
+def topic_list(which: str) -> Handler:
+    async def handler(ctx: Context, cmd: Command) -> Command:
+        cluster = name_field(cmd, "cluster") if which == "cluster" else ""
+        reg = ctx.registry
+
+        async def fetch() -> Answer:
+            version, doc = await reg.topic_list(which, cluster or "")
+            return make_answer(version, 200, bodies.topic_list(doc))
+
+        return ok(cmd, body=(await ctx.cache.get(("remoting-topics", which, cluster), fetch)).body)
+
+    return handler
+
+
+# ---------------------------------------------------------------------- admin
+def write_perm(mode: str) -> Handler:
+    answer_field = {"wipe": "wipeTopicCount", "add": "addTopicCount"}[mode]
+
+    async def handler(ctx: Context, cmd: Command) -> Command:
+        name = name_field(cmd, "brokerName")
+        assert name is not None
+        count = await ctx.registry.write_perm(name, mode)
+        return ok(cmd, {answer_field: str(count)})
+
+    return handler
+
+
+async def delete_topic(ctx: Context, cmd: Command) -> Command:
+    topic = name_field(cmd, "topic", TOPIC_MAX)
+    cluster = cmd.ext_fields.get("clusterName") or None
+    if cluster is not None and not valid_name(cluster):
+        raise RemotingError(codes.SYSTEM_ERROR, "invalid request: clusterName must match [%|a-zA-Z0-9_-]+")
+    assert topic is not None
+    await ctx.registry.delete_topic(topic, cluster)
+    return ok(cmd)
+
+
+async def register_topic(ctx: Context, cmd: Command) -> Command:
+    topic = name_field(cmd, "topic", TOPIC_MAX)
+    doc = body_doc(cmd, "TopicRouteData") if cmd.body else {}
+    queues = doc.get("queueDatas") if isinstance(doc, dict) else None
+    if not queues:
+        return ok(cmd)  # RocketMQ: nothing to register
+    if not isinstance(queues, list):
+        raise RemotingError(codes.SYSTEM_ERROR, "invalid request: queueDatas must be a list")
+    args: list[str | int] = [topic or "", len(queues)]
+    for i, q in enumerate(queues):
+        if not isinstance(q, dict) or not isinstance(q.get("brokerName"), str) or not valid_name(q["brokerName"]):
+            raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: queueDatas.{i}.brokerName is missing or invalid")
+        tc = validate(ctx, TopicConfig, {k: q.get(k) for k in ("readQueueNums", "writeQueueNums", "perm")}
+                      | {"topicSysFlag": q.get("topicSysFlag", 0)})
+        args += [q["brokerName"], tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag]
+    await ctx.register_topic(args)  # unknown broker names: refused whole, answered SUCCESS as RocketMQ does
+    return ok(cmd)
+
+
+async def put_kv(ctx: Context, cmd: Command) -> Command:
+    namespace, key = name_field(cmd, "namespace"), name_field(cmd, "key")
+    value = need(cmd, "value")
+    assert namespace is not None and key is not None
+    await ctx.registry.kv_put(namespace, key, value)
+    return ok(cmd)
+
+
+async def get_kv(ctx: Context, cmd: Command) -> Command:
+    namespace, key = name_field(cmd, "namespace"), name_field(cmd, "key")
+    assert namespace is not None and key is not None
+    value = await ctx.registry.kv_get(namespace, key)
+    if value is None:
+        return fail(cmd, codes.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}")
+    return ok(cmd, {"value": value})
+
+
+async def delete_kv(ctx: Context, cmd: Command) -> Command:
+    namespace, key = name_field(cmd, "namespace"), name_field(cmd, "key")
+    assert namespace is not None and key is not None
+    await ctx.registry.kv_delete(namespace, key)
+    return ok(cmd)
+
+
+async def kv_list(ctx: Context, cmd: Command) -> Command:
+    namespace = name_field(cmd, "namespace")
+    assert namespace is not None
+    table = await ctx.registry.kv_table(namespace)
+    if table is None:
+        return fail(cmd, codes.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
+    return ok(cmd, body=bodies.kv_table(table))
+
+
+_timeout = getattr(asyncio, "timeout", None)
+
+# codes whose success may change what routes, cluster info or topic lists show
+WRITES = frozenset({
+    codes.PUT_KV_CONFIG, codes.DELETE_KV_CONFIG, codes.REGISTER_BROKER, codes.UNREGISTER_BROKER,
+    codes.WIPE_WRITE_PERM_OF_BROKER, codes.ADD_WRITE_PERM_OF_BROKER, codes.DELETE_TOPIC_IN_NAMESRV,
+    codes.REGISTER_TOPIC_IN_NAMESRV,
+})
+
+HANDLERS: dict[int, Handler] = {
+    codes.PUT_KV_CONFIG: put_kv,
+    codes.GET_KV_CONFIG: get_kv,
+    codes.DELETE_KV_CONFIG: delete_kv,
+    codes.REGISTER_BROKER: register_broker,
+    codes.UNREGISTER_BROKER: unregister_broker,
+    codes.GET_ROUTEINFO_BY_TOPIC: get_route,
+    codes.GET_BROKER_CLUSTER_INFO: cluster_info,
+    codes.WIPE_WRITE_PERM_OF_BROKER: write_perm("wipe"),
+    codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: topic_list("all"),
+    codes.DELETE_TOPIC_IN_NAMESRV: delete_topic,
+    codes.REGISTER_TOPIC_IN_NAMESRV: register_topic,
+    codes.GET_KVLIST_BY_NAMESPACE: kv_list,
+    codes.GET_TOPICS_BY_CLUSTER: topic_list("cluster"),
+    codes.GET_SYSTEM_TOPIC_LIST_FROM_NS: topic_list("system"),
+    codes.GET_UNIT_TOPIC_LIST: topic_list("unit"),
+    codes.GET_HAS_UNIT_SUB_TOPIC_LIST: topic_list("unit-sub"),
+    codes.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: topic_list("unit-sub-without-unit"),
+    codes.QUERY_DATA_VERSION: query_data_version,
+    codes.ADD_WRITE_PERM_OF_BROKER: write_perm("add"),
+    codes.BROKER_HEARTBEAT: broker_heartbeat,
+}
+
+
+async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
+    """The answer to one request; never raises (a failed request must not end the connection)."""
+    handler = HANDLERS.get(cmd.code)
+    if handler is None:
+        return fail(cmd, codes.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
+    try:
+        if _timeout is not None:  # Python 3.11+: no extra task per request
+            async with _timeout(timeout):
+                response = await handler(ctx, cmd)
+                if cmd.code in WRITES and response.code == codes.SUCCESS:
+                    await ctx.after_write()
+                return response
+        response = await asyncio.wait_for(handler(ctx, cmd), timeout)
+        if cmd.code in WRITES and response.code == codes.SUCCESS:
+            await asyncio.wait_for(ctx.after_write(), timeout)
+        return response
+    except RemotingError as e:
+        return fail(cmd, e.code, e.remark)
+    except (StoreUnavailable, asyncio.TimeoutError) as e:
+        log.warning("Redis unavailable for request code %s: %s", cmd.code, e)
+        return fail(cmd, codes.SYSTEM_ERROR, STORE_UNAVAILABLE)
+    except Exception:
+        log.exception("unhandled error in request code %s", cmd.code)
+        return fail(cmd, codes.SYSTEM_ERROR, "internal error; see the registry's log")

@@ -1,0 +1,127 @@
+"""The TCP server: asyncio streams, many frames per connection, answers matched by opaque.
+
+Each connection reads frames in a loop and runs each request as its own task (at most
+``max_in_flight`` at once per connection, then reading pauses; at most ``max_running``
+handlers at once over the server), so a client may pipeline
+requests and receive answers in any order, as with RocketMQ's Netty server. A request's
+failure is answered (SYSTEM_ERROR) and the connection goes on; a frame that cannot be
+decoded, or is above the 16 MiB limit, closes that connection only, as NettyDecoder does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import Counter
+from typing import Any
+
+from service.remoting import codec, codes
+from service.remoting.handlers import Context, dispatch
+
+log = logging.getLogger(__name__)
+
+
+class RemotingServer:
+    def __init__(self, ctx: Context, host: str, port: int, *, max_in_flight: int = 256, max_running: int = 64,
+                 request_timeout: float | None = None, metrics: Any = None) -> None:
+        self.ctx = ctx
+        self.host = host
+        self.port = port
+        self.max_in_flight = max_in_flight
+        # every Redis call is bounded by the store's timeout; a request makes a few at most
+        self.request_timeout = request_timeout or max(1.0, 4 * ctx.settings.redis_timeout_ms / 1000)
+        self.metrics = metrics
+        # requests running at once over all connections: below the Redis pool's size (redis-py's
+        # asyncio pool holds 100 connections and fails, rather than waits, beyond that)
+        self.running = asyncio.Semaphore(max_running)
+        self.counts: Counter[tuple[int, int]] = Counter()  # (request code, response code) -> n
+        self.server: asyncio.Server | None = None
+        self._bound: int | None = None
+        self.connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def bound_port(self) -> int:
+        """The port listened on (the chosen one when started with port 0)."""
+        if self._bound is None:
+            raise RuntimeError("the remoting server has not started")
+        return self._bound
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._connection, self.host, self.port, reuse_address=True)
+        self._bound = self.server.sockets[0].getsockname()[1]
+        log.info("RocketMQ remoting endpoint on %s:%d", self.host, self.bound_port)
+
+    async def stop(self) -> None:
+        """Stops listening and closes every connection (no broker is destroyed by it)."""
+        if self.server is not None:
+            self.server.close()
+        while pending := [t for t in self.connections if not t.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=0.1)
+        if self.server is not None:
+            await self.server.wait_closed()
+
+    # ------------------------------------------------------------------ connections
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.add(task)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = writer.get_extra_info("peername")
+        in_flight: set[asyncio.Task[None]] = set()
+        slots = asyncio.Semaphore(self.max_in_flight)
+        try:
+            while True:
+                try:
+                    prefix = await reader.readexactly(4)
+                except asyncio.IncompleteReadError as e:
+                    if e.partial:
+                        log.info("connection %s closed inside a frame", peer)
+                    break
+                length = codec.frame_length(prefix)
+                cmd = codec.decode_payload(await reader.readexactly(length))
+                if cmd.is_response:
+                    log.debug("ignoring a response frame from %s (we send no requests)", peer)
+                    continue
+                await slots.acquire()
+                t = asyncio.create_task(self._request(cmd, writer))
+                in_flight.add(t)
+                t.add_done_callback(lambda done: (in_flight.discard(done), slots.release()))
+            # the peer has finished sending: let the answers it waits for go out first
+            if in_flight:
+                await asyncio.wait(set(in_flight), timeout=self.request_timeout + 1)
+        except codec.FrameError as e:
+            log.warning("closing connection %s: %s", peer, e)
+        except asyncio.IncompleteReadError:
+            log.info("connection %s closed inside a frame", peer)
+        except (ConnectionError, OSError) as e:
+            log.debug("connection %s lost: %s", peer, e)
+        except asyncio.CancelledError:
+            pass  # server stopping: close without touching any broker's routes
+        finally:
+            for t in in_flight:
+                t.cancel()
+            writer.close()
+            try:
+                await asyncio.wait_for(writer.wait_closed(), 1)
+            except (ConnectionError, OSError, asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+            self.connections.discard(task)
+
+    async def _request(self, cmd: codec.Command, writer: asyncio.StreamWriter) -> None:
+        async with self.running:
+            response = await dispatch(self.ctx, cmd, self.request_timeout)
+        self.counts[(cmd.code, response.code)] += 1
+        if self.metrics is not None:
+            self.metrics.labels(codes.NAMES.get(cmd.code, str(cmd.code)), str(response.code)).inc()
+        if cmd.is_oneway or writer.is_closing():
+            return
+        try:
+            writer.write(codec.encode(response))
+            await writer.drain()
+        except (ConnectionError, OSError) as e:
+            log.debug("answer to opaque %d not delivered: %s", cmd.opaque, e)

@@ -1,0 +1,65 @@
+"""A small RocketMQ remoting client for the tests: frames out, answers matched by opaque."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+
+from service.remoting import codec
+from service.remoting.codec import Command
+
+_opaque = itertools.count(1)
+
+
+def request(code: int, ext: dict[str, str] | None = None, body: bytes = b"", *, version: int = 479,
+            serialize: int = codec.JSON, oneway: bool = False, language: str = "JAVA") -> Command:
+    return Command(code=code, language=language, version=version, opaque=next(_opaque),
+                   flag=codec.FLAG_ONEWAY if oneway else 0, ext_fields=dict(ext or {}), body=body,
+                   serialize_type=serialize)
+
+
+class RemotingClient:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def connect(cls, port: int, host: str = "127.0.0.1") -> "RemotingClient":
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer)
+
+    async def send(self, cmd: Command) -> None:
+        self.writer.write(codec.encode(cmd))
+        await self.writer.drain()
+
+    async def send_raw(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def read(self, timeout: float = 5) -> Command:
+        prefix = await asyncio.wait_for(self.reader.readexactly(4), timeout)
+        (length,) = struct.unpack(">i", prefix)
+        return codec.decode_payload(await asyncio.wait_for(self.reader.readexactly(length), timeout))
+
+    async def call(self, cmd: Command, timeout: float = 5) -> Command:
+        await self.send(cmd)
+        answer = await self.read(timeout)
+        assert answer.opaque == cmd.opaque and answer.is_response
+        assert answer.serialize_type == cmd.serialize_type
+        return answer
+
+    async def closed(self, timeout: float = 5) -> bool:
+        """True when the server closes the connection (EOF) within the timeout."""
+        try:
+            data = await asyncio.wait_for(self.reader.read(65536), timeout)
+        except (ConnectionError, OSError):
+            return True
+        return data == b""
+
+    async def close(self) -> None:
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass

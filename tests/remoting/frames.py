@@ -1,0 +1,51 @@
+"""Request builders for the tests: the headers and bodies RocketMQ's broker and tools send."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import redis
+
+from service.remoting import bodies, codec, codes
+from service.remoting.codec import Command
+from tests.builders import registration
+from tests.remoting.client import request
+
+
+def register(reg: dict[str, Any] | None = None, *, compressed: bool = False, crc: bool = True,
+             version: int = 479, serialize: int = codec.JSON, oneway: bool = False) -> Command:
+    """REGISTER_BROKER as BrokerOuterAPI.registerBrokerAll builds it, from a tests.builders document."""
+    reg = reg or registration()
+    doc = {"topicConfigSerializeWrapper": reg["topicConfigSerializeWrapper"],
+           "filterServerList": reg.get("filterServerList") or []}
+    body = bodies.compress_register_body(doc, version) if compressed else orjson.dumps(doc)
+    ext = {
+        "brokerName": reg["brokerName"], "brokerAddr": reg["brokerAddr"], "clusterName": reg["clusterName"],
+        "haServerAddr": reg.get("haServerAddr") or "", "brokerId": str(reg["brokerId"]),
+        "compressed": "true" if compressed else "false",
+        "bodyCrc32": str(bodies.crc32(body) if crc else 0),
+        "enableActingMaster": "false",
+    }
+    if reg.get("heartbeatTimeoutMillis") is not None:
+        ext["heartbeatTimeoutMillis"] = str(reg["heartbeatTimeoutMillis"])
+    return request(codes.REGISTER_BROKER, ext, body, version=version, serialize=serialize, oneway=oneway)
+
+
+def identity(reg: dict[str, Any]) -> dict[str, str]:
+    return {"clusterName": reg["clusterName"], "brokerAddr": reg["brokerAddr"],
+            "brokerName": reg["brokerName"], "brokerId": str(reg["brokerId"])}
+
+
+def route(topic: str, **kw: Any) -> Command:
+    return request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, **kw)
+
+
+async def refreshed(r: redis.Redis, key: str) -> bool:
+    """The live row's lastUpdateTimestamp (set to 1 by the test) moved within 2 s."""
+    for _ in range(100):
+        if int(r.hget(key, "lastUpdateTimestamp") or 0) > 1:
+            return True
+        await asyncio.sleep(0.02)
+    return False

@@ -1,0 +1,146 @@
+"""Frames, both header serializations, the fastjson dialect and RegisterBrokerBody forms."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import orjson
+import pytest
+
+from service.remoting import bodies, codec, fastjson
+from service.remoting.codec import Command, FrameError
+
+
+def sample(serialize: int) -> Command:
+    return Command(code=103, language="CPP", version=63, opaque=-5, flag=2, remark="héllo",
+                   ext_fields={"brokerName": "broker-a", "brokerId": "0", "note": "ünïcode"},
+                   body=b"\x00\x01body", serialize_type=serialize)
+
+
+@pytest.mark.parametrize("serialize", [codec.JSON, codec.ROCKETMQ])
+def test_round_trip(serialize: int) -> None:
+    cmd = sample(serialize)
+    frame = codec.encode(cmd)
+    (length,) = struct.unpack(">i", frame[:4])
+    assert length == len(frame) - 4
+    (header_field,) = struct.unpack(">I", frame[4:8])
+    assert header_field >> 24 == serialize
+    assert codec.decode_frame(frame) == cmd
+    assert cmd.is_oneway and not cmd.is_response
+
+
+def test_round_trip_without_remark_ext_or_body() -> None:
+    for serialize in (codec.JSON, codec.ROCKETMQ):
+        cmd = Command(code=0, opaque=9, flag=1, serialize_type=serialize)
+        back = codec.decode_frame(codec.encode(cmd))
+        assert back == cmd and back.is_response
+
+
+def test_json_header_is_fastjson_shaped() -> None:
+    cmd = Command(code=0, version=479, opaque=3, flag=1, ext_fields={"value": "v"})
+    header = codec.encode(cmd)[8:]
+    assert header == (b'{"code":0,"extFields":{"value":"v"},"flag":1,"language":"JAVA","opaque":3,'
+                      b'"serializeTypeCurrentRPC":"JSON","version":479}')
+
+
+def json_frame(header: bytes, body: bytes = b"") -> bytes:
+    return struct.pack(">iI", 4 + len(header) + len(body), len(header)) + header + body
+
+
+def test_json_header_with_trailing_newline_and_loose_types() -> None:
+    header = b'{"code":105,"language":1,"version":"63","opaque":4,"flag":0,"extFields":{"topic":"T","x":true,"n":5}}\n'
+    cmd = codec.decode_frame(json_frame(header, b"B"))
+    assert (cmd.code, cmd.language, cmd.version, cmd.opaque) == (105, "CPP", 63, 4)
+    assert cmd.ext_fields == {"topic": "T", "x": "true", "n": "5"}
+    assert cmd.body == b"B"
+
+
+@pytest.mark.parametrize("header", [b"not json", b"[1,2]", b'{"opaque":1}', b'{"code":"x"}',
+                                    b'{"code":1,"extFields":[1]}'])
+def test_bad_json_header(header: bytes) -> None:
+    with pytest.raises(FrameError):
+        codec.decode_frame(json_frame(header))
+
+
+def test_binary_empty_strings_read_as_null() -> None:
+    # RocketMQSerializable.readStr: a zero length is null; null ext values are dropped
+    header = struct.pack(">hbhii", 105, 0, 479, 1, 0) + struct.pack(">i", 0)
+    ext = struct.pack(">h", 5) + b"topic" + struct.pack(">i", 1) + b"T" + struct.pack(">h", 1) + b"k" + struct.pack(">i", 0)
+    header += struct.pack(">i", len(ext)) + ext
+    frame = struct.pack(">iI", 4 + len(header), (1 << 24) | len(header)) + header
+    cmd = codec.decode_frame(frame)
+    assert cmd.remark is None and cmd.ext_fields == {"topic": "T"}
+
+
+@pytest.mark.parametrize("cut", [3, 10, 14, 20])
+def test_truncated_binary_header(cut: int) -> None:
+    header = codec._encode_binary_header(sample(codec.ROCKETMQ))[:cut]
+    frame = struct.pack(">iI", 4 + len(header), (1 << 24) | len(header)) + header
+    with pytest.raises(FrameError):
+        codec.decode_frame(frame)
+
+
+def test_bad_lengths() -> None:
+    assert codec.frame_length(struct.pack(">i", codec.MAX_LENGTH)) == codec.MAX_FRAME - 4
+    for bad in (codec.MAX_LENGTH + 1, 3, -1):
+        with pytest.raises(FrameError):
+            codec.frame_length(struct.pack(">i", bad))
+    with pytest.raises(FrameError):  # header longer than the frame
+        codec.decode_payload(struct.pack(">I", 100) + b"{}")
+    with pytest.raises(FrameError):  # serialize type 2 does not exist
+        codec.decode_payload(struct.pack(">I", (2 << 24) | 2) + b"{}")
+
+
+def test_fastjson_dialect_both_ways() -> None:
+    text = b'{"brokerAddrs":{0:"10.0.0.1:10911", 1 :"10.0.0.2:10911"},"m":{"a:{0}":"x,{1:2}"},"l":[1,2]}'
+    assert fastjson.loads(text) == {"brokerAddrs": {"0": "10.0.0.1:10911", "1": "10.0.0.2:10911"},
+                                    "m": {"a:{0}": "x,{1:2}"}, "l": [1, 2]}
+    standard = b'{"brokerDatas":[{"brokerAddrs":{"0":"a:1","12":"b:2"},"brokerName":"0"}],"x":{"0":"y"}}'
+    assert fastjson.dialect(standard) == b'{"brokerDatas":[{"brokerAddrs":{0:"a:1",12:"b:2"},"brokerName":"0"}],"x":{"0":"y"}}'
+    assert fastjson.loads(fastjson.dialect(standard)) == orjson.loads(standard)
+    with pytest.raises(ValueError):
+        fastjson.loads(b"{0:")
+
+
+REG = {
+    "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": 3, "stateVersion": 0, "timestamp": 1700000000000},
+        "topicConfigTable": {"A": {"topicName": "A", "readQueueNums": 4, "writeQueueNums": 8, "perm": 6},
+                             "B": {"topicName": "B", "readQueueNums": 1, "writeQueueNums": 1, "perm": 4}},
+    },
+    "filterServerList": ["10.0.0.9:7000"],
+}
+
+
+@pytest.mark.parametrize("version", [400, 479])
+def test_compressed_register_body(version: int) -> None:
+    raw = bodies.compress_register_body(REG, version)
+    doc = bodies.register_broker_body(raw, True, version)
+    assert doc["filterServerList"] == ["10.0.0.9:7000"]
+    wrapper = doc["topicConfigSerializeWrapper"]
+    assert wrapper["dataVersion"] == REG["topicConfigSerializeWrapper"]["dataVersion"]
+    assert wrapper["topicConfigTable"]["A"] == {"topicName": "A", "readQueueNums": 4, "writeQueueNums": 8,
+                                                "perm": 6, "topicSysFlag": 0}
+    assert set(wrapper["topicConfigTable"]) == {"A", "B"}
+
+
+def test_compressed_register_body_errors() -> None:
+    with pytest.raises(bodies.BodyError):
+        bodies.register_broker_body(b"not zlib", True, 479)
+    with pytest.raises(bodies.BodyError):  # the 5.x mapping section missing
+        bodies.register_broker_body(bodies.compress_register_body(REG, 400), True, 479)
+    with pytest.raises(bodies.BodyError):
+        bodies.register_broker_body(zlib.compress(struct.pack(">i", 50) + b"{}"), True, 479)
+
+
+def test_plain_register_body_accepts_the_dialect() -> None:
+    body = b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":1},' \
+           b'"topicConfigTable":{},"topicQueueMappingInfoMap":{"A":{"currIdMap":{0:0}}}}}'
+    assert bodies.register_broker_body(body, False, 479)["filterServerList"] == []
+
+
+def test_crc32_is_javas() -> None:
+    data = b"some body"
+    assert bodies.crc32(data) == zlib.crc32(data) & 0x7FFFFFFF
+    assert bodies.crc32(b"") == 0

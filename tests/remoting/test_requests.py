@@ -1,0 +1,236 @@
+"""Every request code against a real redis-server, through a worker's remoting endpoint."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+import redis
+
+from service.remoting import codec, codes, fastjson
+from tests.builders import registration, topic_config
+from tests.remoting.client import RemotingClient, request
+from tests.remoting.conftest import Worker
+from tests.remoting.frames import identity, register, route
+
+pytestmark = pytest.mark.usefixtures("consistent")
+
+
+@pytest.mark.parametrize("serialize", [codec.JSON, codec.ROCKETMQ])
+@pytest.mark.parametrize("compressed", [False, True])
+async def test_register_and_route(rmq: RemotingClient, serialize: int, compressed: bool) -> None:
+    reg = registration(topics=["TopicTest", "Other"], filters=["10.0.0.9:7000"])
+    answer = await rmq.call(register(reg, compressed=compressed, serialize=serialize))
+    assert (answer.code, answer.remark, answer.ext_fields, answer.body) == (0, None, {}, b"")
+    answer = await rmq.call(route("TopicTest", serialize=serialize))
+    assert answer.code == 0
+    assert orjson.loads(answer.body) == {
+        "brokerDatas": [{"brokerAddrs": {"0": "10.0.0.1:10911"}, "brokerName": "broker-a",
+                         "cluster": "DefaultCluster", "enableActingMaster": False}],
+        "filterServerTable": {"10.0.0.1:10911": ["10.0.0.9:7000"]},
+        "queueDatas": [{"brokerName": "broker-a", "perm": 6, "readQueueNums": 4, "topicSysFlag": 0,
+                        "writeQueueNums": 4}],
+    }
+
+
+async def test_route_dialect_by_version(rmq: RemotingClient) -> None:
+    await rmq.call(register(registration(broker_id=0)))
+    await rmq.call(register(registration(addr="10.0.0.2:10911", broker_id=1)))
+    old = await rmq.call(route("TopicTest", version=63, language="CPP"))
+    assert b'"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"}' in old.body
+    new = await rmq.call(route("TopicTest", version=401))
+    assert b'"brokerAddrs":{"0":"10.0.0.1:10911","1":"10.0.0.2:10911"}' in new.body
+    asked = await rmq.call(request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest", "acceptStandardJsonOnly": "true"},
+                                   version=63))
+    assert asked.body == new.body
+    assert fastjson.loads(old.body) == orjson.loads(new.body)
+
+
+async def test_route_not_found(rmq: RemotingClient) -> None:
+    for topic in ("Nope", "bad:name"):
+        answer = await rmq.call(route(topic))
+        assert answer.code == codes.TOPIC_NOT_EXIST
+        assert answer.remark == f"No topic route info in name server for the topic: {topic}"
+        assert answer.body == b""
+
+
+async def test_order_topic_conf_in_route(make_worker, r: redis.Redis) -> None:
+    worker: Worker = await make_worker(order_message_enable=True)
+    rmq = await RemotingClient.connect(worker.port)
+    await rmq.call(request(codes.PUT_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicTest",
+                                                 "value": "broker-a:4"}))
+    answer = await rmq.call(register())
+    assert orjson.loads(answer.body) == {"table": {"TopicTest": "broker-a:4"}}
+    assert orjson.loads((await rmq.call(route("TopicTest"))).body)["orderTopicConf"] == "broker-a:4"
+    await rmq.close()
+
+
+async def test_slave_learns_its_master(rmq: RemotingClient) -> None:
+    await rmq.call(register(registration(ha="10.0.0.1:10912")))
+    answer = await rmq.call(register(registration(addr="10.0.0.2:10911", broker_id=1)))
+    assert answer.ext_fields == {"masterAddr": "10.0.0.1:10911", "haServerAddr": "10.0.0.1:10912"}
+
+
+async def test_crc_mismatch_changes_nothing(rmq: RemotingClient, r: redis.Redis) -> None:
+    cmd = register()
+    cmd.ext_fields["bodyCrc32"] = str((int(cmd.ext_fields["bodyCrc32"]) + 1) & 0x7FFFFFFF)
+    answer = await rmq.call(cmd)
+    assert (answer.code, answer.remark) == (codes.SYSTEM_ERROR, "crc32 not match")
+    assert r.keys("*") == []
+    # crc 0 is not checked
+    assert (await rmq.call(register(crc=False))).code == 0
+
+
+async def test_old_broker_sends_a_bare_wrapper(rmq: RemotingClient) -> None:
+    reg = registration()
+    body = orjson.dumps(reg["topicConfigSerializeWrapper"])
+    ext = {**identity(reg), "haServerAddr": reg["haServerAddr"]}
+    answer = await rmq.call(request(codes.REGISTER_BROKER, ext, body, version=36))
+    assert answer.code == 0
+    assert (await rmq.call(route("TopicTest"))).code == 0
+
+
+async def test_register_without_body(rmq: RemotingClient) -> None:
+    reg = registration()
+    answer = await rmq.call(request(codes.REGISTER_BROKER, {**identity(reg), "haServerAddr": ""}))
+    assert answer.code == 0
+    info = fastjson.loads((await rmq.call(request(codes.GET_BROKER_CLUSTER_INFO))).body)
+    assert info["clusterAddrTable"] == {"DefaultCluster": ["broker-a"]}
+
+
+async def test_register_validation(rmq: RemotingClient, r: redis.Redis) -> None:
+    reg = registration(topics={"T": topic_config("T", read=5000)})
+    answer = await rmq.call(register(reg))
+    assert answer.code == codes.SYSTEM_ERROR
+    assert answer.remark.startswith("invalid request: ") and "readQueueNums" in answer.remark
+    cmd = register()
+    cmd.ext_fields["brokerAddr"] = "no-port"
+    assert (await rmq.call(cmd)).code == codes.SYSTEM_ERROR
+    cmd = register()
+    cmd.ext_fields["brokerId"] = "zero"
+    answer = await rmq.call(cmd)
+    assert answer.code == codes.SYSTEM_ERROR and "<brokerId>" in answer.remark
+    cmd = register()
+    cmd.body = b"{not json"
+    cmd.ext_fields["bodyCrc32"] = "0"
+    answer = await rmq.call(cmd)
+    assert answer.code == codes.SYSTEM_ERROR and "RegisterBrokerBody" in answer.remark
+    assert r.keys("*") == []
+
+
+async def test_query_data_version_and_heartbeat(rmq: RemotingClient, r: redis.Redis) -> None:
+    reg = registration(version=7)
+    await rmq.call(register(reg))
+    same = orjson.dumps({"counter": 7, "stateVersion": 0, "timestamp": 1700000000000})
+    answer = await rmq.call(request(codes.QUERY_DATA_VERSION, identity(reg), same))
+    assert answer.code == 0 and answer.ext_fields == {"changed": "false"}
+    assert orjson.loads(answer.body) == {"counter": 7, "stateVersion": 0, "timestamp": 1700000000000}
+    other = orjson.dumps({"counter": 8, "timestamp": 1700000000000})
+    answer = await rmq.call(request(codes.QUERY_DATA_VERSION, identity(reg), other))
+    assert answer.ext_fields == {"changed": "true"}
+    unknown = {**identity(reg), "brokerAddr": "10.9.9.9:1"}
+    answer = await rmq.call(request(codes.QUERY_DATA_VERSION, unknown, same))
+    assert answer.ext_fields == {"changed": "true"} and answer.body == b""
+    # heartbeat refreshes the live row (answered when not oneway; brokerId optional)
+    r.hset("{rmq}:live:10.0.0.1:10911", "lastUpdateTimestamp", "1")
+    hb = {k: v for k, v in identity(reg).items() if k != "brokerId"}
+    assert (await rmq.call(request(codes.BROKER_HEARTBEAT, hb))).code == 0
+    assert int(r.hget("{rmq}:live:10.0.0.1:10911", "lastUpdateTimestamp")) > 1
+    assert (await rmq.call(request(codes.BROKER_HEARTBEAT, {**hb, "brokerAddr": "10.9.9.9:1"}))).code == 0
+
+
+async def test_unregister(rmq: RemotingClient, r: redis.Redis) -> None:
+    reg = registration()
+    await rmq.call(register(reg))
+    assert (await rmq.call(request(codes.UNREGISTER_BROKER, identity(reg)))).code == 0
+    assert (await rmq.call(route("TopicTest"))).code == codes.TOPIC_NOT_EXIST
+    assert (await rmq.call(request(codes.UNREGISTER_BROKER, identity(reg)))).code == 0  # already gone
+
+
+async def test_cluster_info_is_fastjson(rmq: RemotingClient) -> None:
+    await rmq.call(register())
+    answer = await rmq.call(request(codes.GET_BROKER_CLUSTER_INFO, version=479))
+    assert answer.body == (b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.1:10911"},"brokerName":"broker-a",'
+                           b'"cluster":"DefaultCluster","enableActingMaster":false}},'
+                           b'"clusterAddrTable":{"DefaultCluster":["broker-a"]}}')
+
+
+async def test_topic_lists(rmq: RemotingClient) -> None:
+    topics = {"Plain": topic_config("Plain"), "Unit": topic_config("Unit", sys_flag=1),
+              "UnitSub": topic_config("UnitSub", sys_flag=2), "Both": topic_config("Both", sys_flag=3)}
+    await rmq.call(register(registration(topics=topics)))
+    await rmq.call(register(registration(addr="10.0.0.5:10911", name="broker-b", cluster="Other", topics=["B"])))
+
+    async def listed(code: int, ext: dict[str, str] | None = None) -> dict:
+        answer = await rmq.call(request(code, ext))
+        assert answer.code == 0
+        return orjson.loads(answer.body)
+
+    assert await listed(codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) == {"topicList": ["B", "Both", "Plain", "Unit", "UnitSub"]}
+    assert await listed(codes.GET_TOPICS_BY_CLUSTER, {"cluster": "Other"}) == {"topicList": ["B"]}
+    system = await listed(codes.GET_SYSTEM_TOPIC_LIST_FROM_NS)
+    assert set(system["topicList"]) == {"DefaultCluster", "Other", "broker-a", "broker-b"}
+    assert system.get("brokerAddr") in ("10.0.0.1:10911", "10.0.0.5:10911")
+    assert await listed(codes.GET_UNIT_TOPIC_LIST) == {"topicList": ["Both", "Unit"]}
+    assert await listed(codes.GET_HAS_UNIT_SUB_TOPIC_LIST) == {"topicList": ["Both", "UnitSub"]}
+    assert await listed(codes.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST) == {"topicList": ["UnitSub"]}
+    missing = await rmq.call(request(codes.GET_TOPICS_BY_CLUSTER))
+    assert (missing.code, missing.remark) == (codes.SYSTEM_ERROR, "the custom field <cluster> is null")
+
+
+async def test_write_perm(rmq: RemotingClient) -> None:
+    await rmq.call(register(registration(topics=["A", "B"])))
+    answer = await rmq.call(request(codes.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}))
+    assert (answer.code, answer.ext_fields) == (0, {"wipeTopicCount": "2"})
+    assert orjson.loads((await rmq.call(route("A"))).body)["queueDatas"][0]["perm"] == 4
+    answer = await rmq.call(request(codes.ADD_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}))
+    assert (answer.code, answer.ext_fields) == (0, {"addTopicCount": "2"})
+    assert orjson.loads((await rmq.call(route("A"))).body)["queueDatas"][0]["perm"] == 6
+    answer = await rmq.call(request(codes.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "nobody"}))
+    assert answer.ext_fields == {"wipeTopicCount": "0"}
+
+
+async def test_delete_topic(rmq: RemotingClient) -> None:
+    await rmq.call(register(registration(topics=["A", "B"])))
+    await rmq.call(register(registration(addr="10.0.0.5:10911", name="broker-b", cluster="Other", topics=["A"])))
+    assert (await rmq.call(request(codes.DELETE_TOPIC_IN_NAMESRV, {"topic": "A", "clusterName": "Other"}))).code == 0
+    assert [q["brokerName"] for q in orjson.loads((await rmq.call(route("A"))).body)["queueDatas"]] == ["broker-a"]
+    assert (await rmq.call(request(codes.DELETE_TOPIC_IN_NAMESRV, {"topic": "A", "clusterName": ""}))).code == 0
+    assert (await rmq.call(route("A"))).code == codes.TOPIC_NOT_EXIST
+    assert (await rmq.call(route("B"))).code == 0
+
+
+async def test_register_topic(rmq: RemotingClient, r: redis.Redis) -> None:
+    await rmq.call(register(registration(topics=["A"])))
+    queue = {"brokerName": "broker-a", "perm": 6, "readQueueNums": 2, "topicSysFlag": 0, "writeQueueNums": 2}
+    body = orjson.dumps({"queueDatas": [queue], "brokerDatas": []})
+    assert (await rmq.call(request(codes.REGISTER_TOPIC_IN_NAMESRV, {"topic": "New"}, body))).code == 0
+    assert orjson.loads((await rmq.call(route("New"))).body)["queueDatas"] == [queue]
+    # a broker name without BrokerData: refused whole, answered SUCCESS as RocketMQ does
+    body = orjson.dumps({"queueDatas": [queue, {**queue, "brokerName": "ghost"}]})
+    before = r.get("{rmq}:version")
+    assert (await rmq.call(request(codes.REGISTER_TOPIC_IN_NAMESRV, {"topic": "Other"}, body))).code == 0
+    assert (await rmq.call(route("Other"))).code == codes.TOPIC_NOT_EXIST
+    assert r.get("{rmq}:version") == before
+    # empty queueDatas: nothing to do; bad numbers: refused
+    assert (await rmq.call(request(codes.REGISTER_TOPIC_IN_NAMESRV, {"topic": "X"}, b'{"queueDatas":[]}'))).code == 0
+    bad = orjson.dumps({"queueDatas": [{**queue, "perm": 9}]})
+    assert (await rmq.call(request(codes.REGISTER_TOPIC_IN_NAMESRV, {"topic": "X"}, bad))).code == codes.SYSTEM_ERROR
+
+
+async def test_kv(rmq: RemotingClient) -> None:
+    ns = {"namespace": "NS"}
+    assert (await rmq.call(request(codes.GET_KVLIST_BY_NAMESPACE, ns))).code == codes.QUERY_NOT_FOUND
+    assert (await rmq.call(request(codes.PUT_KV_CONFIG, {**ns, "key": "k", "value": "v 1"}))).code == 0
+    answer = await rmq.call(request(codes.GET_KV_CONFIG, {**ns, "key": "k"}))
+    assert (answer.code, answer.ext_fields) == (0, {"value": "v 1"})
+    answer = await rmq.call(request(codes.GET_KVLIST_BY_NAMESPACE, ns))
+    assert orjson.loads(answer.body) == {"table": {"k": "v 1"}}
+    assert (await rmq.call(request(codes.DELETE_KV_CONFIG, {**ns, "key": "k"}))).code == 0
+    assert (await rmq.call(request(codes.DELETE_KV_CONFIG, {**ns, "key": "k"}))).code == 0
+    answer = await rmq.call(request(codes.GET_KV_CONFIG, {**ns, "key": "k"}))
+    assert (answer.code, answer.remark) == (codes.QUERY_NOT_FOUND, "No config item, Namespace: NS Key: k")
+    assert orjson.loads((await rmq.call(request(codes.GET_KVLIST_BY_NAMESPACE, ns))).body) == {"table": {}}
+    answer = await rmq.call(request(codes.PUT_KV_CONFIG, {**ns, "key": "k"}))
+    assert (answer.code, answer.remark) == (codes.SYSTEM_ERROR, "the custom field <value> is null")
+    answer = await rmq.call(request(codes.PUT_KV_CONFIG, {**ns, "key": "a:b", "value": "v"}))
+    assert answer.code == codes.SYSTEM_ERROR and answer.remark.startswith("invalid request: key")
