@@ -18,7 +18,9 @@ import redis
 
 from service.keys import ORDER_TOPIC_CONFIG, Keys
 
-DEFAULT_TIMEOUT = 120_000
+# Long timeouts, so that a slow CI machine reading the tables a minute after seeding
+# still finds the same brokers alive and flagged.
+DEFAULT_TIMEOUT = 1_200_000
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class Member:
     name: str
     broker_id: int
     live: bool = True  # False: timed out (TTL gone), member row not yet removed
-    age_ms: int = 5_000  # now - lastUpdateTimestamp at seeding
+    age_ms: int = 50_000  # now - lastUpdateTimestamp at seeding
     timeout_ms: int = DEFAULT_TIMEOUT
 
     @property
@@ -75,10 +77,10 @@ LAYOUT: dict[str, dict[str, tuple[tuple[int, ...], bool]]] = {
 }
 # brokers in special states: addr-independent (name, id) -> field overrides
 SPECIAL: dict[tuple[str, int], dict[str, object]] = {
-    ("broker-a1", 0): {"age_ms": 100_000},  # 83 % of 120 s: flagged, 20 s left
-    ("broker-b0", 1): {"age_ms": 125_000, "timeout_ms": 150_000},  # 83 % of 150 s: flagged
-    ("broker-a0", 0): {"age_ms": 70_000},  # 58 %: not flagged
-    ("broker-c0", 1): {"age_ms": 30_000, "timeout_ms": 60_000},  # 50 % of a short timeout: not flagged
+    ("broker-a1", 0): {"age_ms": 1_000_000},  # 83 % of 1200 s: flagged, 200 s left
+    ("broker-b0", 1): {"age_ms": 1_250_000, "timeout_ms": 1_500_000},  # 83 % of 1500 s: flagged
+    ("broker-a0", 0): {"age_ms": 700_000},  # 58 %: not flagged
+    ("broker-c0", 1): {"age_ms": 300_000, "timeout_ms": 600_000},  # 50 % of a shorter timeout: not flagged
     ("broker-b2", 0): {"live": False},  # master timed out, awaiting the scanner
     ("broker-a2", 1): {"live": False},  # slave timed out
 }
@@ -94,7 +96,7 @@ def build_model(seed: int = 20240607, topics: int = 320) -> Model:
             ids = ((0,) if has_master else ()) + slaves
             for bid in ids:
                 addr = f"10.{ci + 1}.{gi}.{10 + bid}:10911"
-                attrs: dict[str, object] = {"age_ms": rng.choice([1_000, 5_000, 15_000, 30_000, 45_000])}
+                attrs: dict[str, object] = {"age_ms": rng.choice([10_000, 50_000, 150_000, 300_000, 450_000])}
                 attrs.update(SPECIAL.get((name, bid), {}))
                 m.members.append(Member(addr, cluster, name, bid, **attrs))  # type: ignore[arg-type]
     clusters = m.clusters
