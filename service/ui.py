@@ -1,0 +1,234 @@
+"""The dashboard: a read-only page served by every worker, and the two reads it needs.
+
+``add_ui_routes(app)`` registers
+
+- ``GET /``            the page (``service/ui_static/index.html``), served without auth;
+- ``GET /ui/{path}``   its assets (``app.js``, ``style.css``), served without auth;
+- ``GET /v1/brokers/live``     every registered broker address with its heartbeat age
+  against its timeout, as Redis sees it now (read-only script ``live_brokers.lua``);
+- ``GET /v1/topics/summary``   every topic's QueueDatas and order config in one read
+  (read-only script ``topic_summary.lua``), so the page needs no route call per topic.
+
+Both reads send an ETag and answer ``If-None-Match`` with 304. The page itself uses only
+these and the public API (``/v1/cluster``, ``/v1/routes/{topic}`` with its watch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from service.auth import READ
+from service.cache import Answer, make_answer
+from service.errors import error_response
+from service.store import SCRIPTS, Store
+
+STATIC_DIR = "ui_static"
+LIVE_SCRIPT = "live_brokers"
+SUMMARY_SCRIPT = "topic_summary"
+
+# The page loads nothing but its own files; no inline script or style.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+PAGE_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+# Set in the per-app script table when the store does not load the script itself.
+_UI_SCRIPTS = web.AppKey("ui_scripts", dict)
+_UI_ASSETS = web.AppKey("ui_assets", dict)
+
+
+def _api() -> Any:
+    # imported late: service.api may import this module while it is itself being imported
+    from service import api
+
+    return api
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _opt_int(value: Any) -> int | None:
+    if value is None or value is False:
+        return None
+    return int(float(_s(value)))
+
+
+# ---------------------------------------------------------------------- static files
+def _static_dir() -> Any:
+    try:
+        base = resources.files("service") / STATIC_DIR
+        if base.is_dir():
+            return base
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parent / STATIC_DIR
+
+
+def load_assets() -> dict[str, tuple[bytes, str, str]]:
+    """name -> (body, content type, ETag) of every file of the page, read once."""
+    assets: dict[str, tuple[bytes, str, str]] = {}
+    base = _static_dir()
+    for entry in base.iterdir():
+        if not entry.is_file() or entry.name.startswith("."):
+            continue
+        body = entry.read_bytes()
+        ctype = mimetypes.guess_type(entry.name)[0] or "application/octet-stream"
+        if ctype.startswith("text/") or ctype in ("application/javascript", "image/svg+xml"):
+            ctype += "; charset=utf-8"
+        if entry.name.endswith(".js"):
+            ctype = "text/javascript; charset=utf-8"
+        etag = '"' + hashlib.blake2b(body, digest_size=8).hexdigest() + '"'
+        assets[entry.name] = (body, ctype, etag)
+    return assets
+
+
+def _asset_response(request: web.Request, name: str) -> web.Response:
+    asset = request.app[_UI_ASSETS].get(name)
+    if asset is None:
+        return error_response(404, "NOT_FOUND", f"no such file: /ui/{name}")
+    body, ctype, etag = asset
+    headers = {**PAGE_HEADERS, "ETag": etag}
+    if _api().etag_matches(request.headers.get("If-None-Match"), etag):
+        return web.Response(status=304, headers=headers)
+    headers["Content-Type"] = ctype
+    return web.Response(body=body, headers=headers)
+
+
+async def page(request: web.Request) -> web.Response:
+    return _asset_response(request, "index.html")
+
+
+async def asset(request: web.Request) -> web.Response:
+    return _asset_response(request, request.match_info["path"])
+
+
+# ---------------------------------------------------------------------- read scripts
+def _lua_dir() -> Any:
+    # as service/store.py finds them: package data when installed, lua/ in a checkout
+    try:
+        return resources.files("service.lua")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "lua"
+
+
+def _source(name: str) -> str:
+    base = _lua_dir()
+    prelude = (base / "_lib.lua").read_text(encoding="utf-8")
+    return prelude + (base / f"{name}.lua").read_text(encoding="utf-8")
+
+
+async def run_script(app: web.Application, name: str, args: list[str | int] | None = None) -> Any:
+    """A read script: the store's own when service/store.py loads it, else one of ours
+    (registered on the store's client; redis-py loads it on NOSCRIPT)."""
+    store: Store = app[_api().STORE]
+    if name in SCRIPTS:
+        return await store.run(name, args or [])
+    scripts = app[_UI_SCRIPTS]
+    script = scripts.get(name)
+    if script is None:
+        script = scripts[name] = store.redis.register_script(_source(name))
+    return await store.call(script(keys=[store.keys.version], args=list(args or [])))
+
+
+async def live_brokers(app: web.Application) -> dict[str, Any]:
+    version, now, rows = await run_script(app, LIVE_SCRIPT)
+    now = int(_s(now))
+    brokers = []
+    for addr, cluster, name, broker_id, ha, last, timeout, data_version, deadline in rows:
+        last_ms, timeout_ms, deadline_ms = _opt_int(last), _opt_int(timeout), _opt_int(deadline)
+        alive = last_ms is not None
+        dv: Any = None
+        if data_version:
+            try:
+                dv = orjson.loads(_s(data_version))
+            except orjson.JSONDecodeError:
+                dv = _s(data_version)
+        brokers.append({
+            "brokerAddr": _s(addr),
+            "cluster": _s(cluster),
+            "brokerName": _s(name),
+            "brokerId": int(_s(broker_id)),
+            "haServerAddr": _s(ha) if ha else None,
+            "lastUpdateTimestamp": last_ms,
+            "heartbeatTimeoutMillis": timeout_ms,
+            "ageMs": max(0, now - last_ms) if last_ms is not None else None,
+            "alive": alive,
+            "deadline": deadline_ms,
+            "dataVersion": dv,
+        })
+    return {"version": int(_s(version)), "now": now, "brokers": brokers}
+
+
+async def topic_summary(app: web.Application) -> tuple[int, dict[str, Any]]:
+    version, topics = await run_script(app, SUMMARY_SCRIPT)
+    return int(_s(version)), {"topics": [
+        {
+            "topic": _s(topic),
+            "orderTopicConf": _s(order) if order else None,
+            "queueDatas": [
+                {"brokerName": _s(n), "readQueueNums": int(r), "writeQueueNums": int(w),
+                 "perm": int(p), "topicSysFlag": int(f)}
+                for n, r, w, p, f in queues
+            ],
+        }
+        for topic, queues, order in topics
+    ]}
+
+
+# ---------------------------------------------------------------------- handlers
+async def get_live_brokers(request: web.Request) -> web.Response:
+    """The body changes with every millisecond (now, ageMs); its ETag covers only what
+    changes with the tables and heartbeats, so a poller that already has it gets a 304
+    and keeps counting the ages itself from the last `now`."""
+    body = await live_brokers(request.app)
+    stable = [{k: v for k, v in b.items() if k != "ageMs"} for b in body["brokers"]]
+    etag = '"' + hashlib.blake2b(orjson.dumps(stable), digest_size=8).hexdigest() + '"'
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if _api().etag_matches(request.headers.get("If-None-Match"), etag):
+        return web.Response(status=304, headers=headers)
+    del body["version"]
+    return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
+
+
+async def get_topic_summary(request: web.Request) -> web.Response:
+    api = _api()
+    app = request.app
+
+    async def fetch() -> Answer:
+        version, body = await topic_summary(app)
+        return make_answer(version, 200, orjson.dumps(body))
+
+    return api.answer_response(request, await app[api.CACHE].get(("ui", "topic-summary"), fetch))
+
+
+def add_ui_routes(app: web.Application) -> None:
+    """Registers the page, its assets and its two reads; a second call does nothing.
+
+    The page and its assets are open (the page holds no data); the two reads follow the
+    read rule (RMQ_AUTH_READS) like /v1/cluster. They are GET only, no implicit HEAD,
+    so no method slips past the auth table."""
+    if any(getattr(r, "canonical", None) == "/v1/brokers/live" for r in app.router.resources()):
+        return
+    api = _api()
+    roles = app[api.ROLES] if hasattr(api, "ROLES") and api.ROLES in app else None
+    app[_UI_SCRIPTS] = {}
+    app[_UI_ASSETS] = load_assets()
+    r = app.router
+    r.add_get("/", page)
+    r.add_get("/ui/{path}", asset)
+    for path, handler in (("/v1/brokers/live", get_live_brokers), ("/v1/topics/summary", get_topic_summary)):
+        route = r.add_route("GET", path, handler)
+        if roles is not None:
+            roles[route] = READ

@@ -1,0 +1,305 @@
+"""The dashboard in a real browser (Debian chromium, headless) against a real worker and redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from tests.builders import registration, topic_config
+from tests.ui.conftest import (
+    LAYOUT,
+    ORDER_TOPICS,
+    TOPICS,
+    Worker,
+    copy_to_docs,
+    expected_summary,
+    seed,
+)
+
+WAIT_MS = 8_000
+
+
+async def open_page(browser: Any, url: str, width: int = 1280, height: int = 900) -> Any:
+    context = await browser.new_context(viewport={"width": width, "height": height})
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.errors = errors
+    await page.goto(url + "/")
+    return page
+
+
+async def text(page: Any, selector: str) -> str:
+    return (await page.locator(selector).inner_text()).strip()
+
+
+async def until(page: Any, predicate: str, arg: Any = None) -> None:
+    """Polls a JS predicate. (page.wait_for_function compiles its predicate with eval, which
+    the page's Content-Security-Policy rightly forbids; page.evaluate is exempt.)"""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not await page.evaluate(predicate, arg):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {predicate} ({arg!r})")
+        await asyncio.sleep(0.05)
+
+
+async def wait_text(page: Any, selector: str, expected: str) -> None:
+    await until(page, "([sel, want]) => { const el = document.querySelector(sel); return !!el && el.textContent.trim() === want; }",
+                [selector, expected])
+
+
+def route_json_has(text: str) -> str:
+    return "() => document.querySelector('#route-json').textContent.includes(" + repr(text) + ")"
+
+
+async def loaded(page: Any) -> None:
+    await page.wait_for_selector('#status[data-state="ok"]', timeout=WAIT_MS)
+    await page.wait_for_selector("#topic-rows tr[data-topic]", timeout=WAIT_MS)
+    await page.wait_for_selector("#chart svg rect", timeout=WAIT_MS)
+
+
+BROKERS_SHOWN = """() => {
+  const out = {};
+  for (const table of document.querySelectorAll("table.brokers")) {
+    const groups = out[table.dataset.cluster] = {};
+    for (const body of table.querySelectorAll("tbody.group")) {
+      groups[body.dataset.group] = {
+        noMaster: body.classList.contains("no-master"),
+        members: [...body.querySelectorAll("tr.member")].map((tr) => {
+          const td = [...tr.querySelectorAll("td")].map((c) => c.textContent.trim());
+          return { addr: tr.querySelector("th[scope=row]").textContent.trim(), id: td[0], role: td[1],
+                   ha: td[2], state: tr.dataset.state, meter: tr.querySelectorAll("[role=meter]").length };
+        }),
+      };
+    }
+  }
+  return out;
+}"""
+
+
+async def brokers_shown(page: Any) -> dict[str, Any]:
+    """cluster -> group -> {noMaster, members: [{addr, id, role, ha, state, meter}]}, in page order."""
+    return await page.evaluate(BROKERS_SHOWN)
+
+
+def drop_live_row(redis_url: str, addr: str) -> None:
+    """As if the live row's TTL had run out before the next scan (deadline left in place)."""
+    r = redis.Redis.from_url(redis_url)
+    try:
+        assert r.delete("{rmq}:live:" + addr) == 1
+    finally:
+        r.close()
+
+
+async def test_page_shows_clusters_groups_topics_and_a_route(
+        worker_factory: Any, browser: Any, artifacts: Path, redis_url: str) -> None:
+    worker: Worker = await worker_factory()
+    await seed(worker)
+    # a slave whose live row lapsed just before the scan: shown expired until it is removed
+    drop_live_row(redis_url, "10.0.2.3:10911")
+    page = await open_page(browser, worker.url)
+    await loaded(page)
+    want = expected_summary()
+
+    # the overview
+    assert await text(page, "#count-clusters") == str(want["clusters"])
+    assert await text(page, "#count-groups") == str(want["groups"])
+    await wait_text(page, "#count-brokers", f"{want['members'] - 1} / {want['members']}")
+    assert await text(page, "#count-topics") == str(len(TOPICS))
+    assert await text(page, "#count-order") == str(len(ORDER_TOPICS))
+    assert await text(page, "#count-nomaster") == "1"
+
+    # clusters -> groups -> members, with roles, HA addresses and heartbeat bars
+    shown = await brokers_shown(page)
+    assert list(shown) == list(LAYOUT)
+    for cluster, groups in LAYOUT.items():
+        assert list(shown[cluster]) == list(groups)
+        for group, members in groups.items():
+            rows = shown[cluster][group]["members"]
+            assert [(m["addr"], m["id"], m["role"]) for m in rows] == \
+                [(addr, str(i), "master" if i == 0 else "slave") for i, addr in members]
+            for m in rows:
+                assert m["meter"] == 1
+                if m["addr"] != "10.0.2.3:10911":
+                    assert m["ha"] == m["addr"].rsplit(":", 1)[0] + ":10912"
+                    assert m["state"] == "ok"
+    flagged = page.locator('tbody.no-master')
+    assert await flagged.count() == 1
+    assert await flagged.get_attribute("data-group") == "broker-e"
+    assert await flagged.locator('[data-flag="no-master"]').inner_text() == "No master"
+    expired = page.locator('tr.member[data-addr="10.0.2.3:10911"]')
+    assert await expired.get_attribute("data-state") == "expired"
+    assert "expired" in await expired.locator(".hb-text").inner_text()
+    assert await expired.locator(".bar").get_attribute("data-state") == "expired"
+
+    # the topics table: every topic, queue counts and perms per broker group, order topics marked
+    assert await text(page, "#topic-caption") == f"{len(TOPICS)} topics"
+    assert await page.locator("#topic-rows tr[data-topic]").count() == len(TOPICS)
+    row = page.locator('#topic-rows tr[data-topic="Topic-002"]')  # on broker-c (8 write queues) and broker-d
+    assert (await row.locator("td").all_inner_texts())[1:3] == ["8", "12"]
+    groups = [" ".join(g.split()) for g in await row.locator(".qlist li").all_inner_texts()]
+    assert groups == ["broker-c r4 w8 RW", "broker-d r4 w4 RW"]
+    row = page.locator('#topic-rows tr[data-topic="Topic-003"]')  # broker-d serves it read-only
+    groups = [" ".join(g.split()) for g in await row.locator(".qlist li").all_inner_texts()]
+    assert groups == ["broker-d r4 w4 R-", "broker-f r4 w4 RW"]
+    assert await row.locator(".perm.nowrite").count() == 1
+    for topic in ORDER_TOPICS:
+        assert await page.locator(f'#topic-rows tr[data-topic="{topic}"] .badge.order').count() == 1
+    assert await page.locator("#topic-rows .badge.order").count() == len(ORDER_TOPICS)
+
+    # the chart: one bar per broker group with queues, broker-c's skew visible
+    bars = page.locator("#chart svg rect.bar")
+    assert await bars.count() == 5  # the masters; broker-e has no master, so no queues
+    assert await page.locator('#chart svg rect.bar.skew[data-group="broker-c"]').count() == 1
+
+    # search narrows the table
+    await page.fill("#topic-search", "Topic-04")
+    await wait_text(page, "#topic-caption", f"10 of {len(TOPICS)} topics match")
+    await page.check("#order-only")
+    await wait_text(page, "#topic-caption", f"1 of {len(TOPICS)} topics match")
+    await page.uncheck("#order-only")
+    await page.fill("#topic-search", "")
+    await wait_text(page, "#topic-caption", f"{len(TOPICS)} topics")
+
+    # a topic's route on click: the very JSON a producer receives
+    await page.click('#topic-rows button[data-topic="Topic-042"]')
+    await until(page, "() => document.querySelector('#route-json').textContent.length > 0")
+    shown = json.loads(await page.locator("#route-json").inner_text())
+    status, route = await worker.get("/v1/routes/Topic-042")
+    assert status == 200 and shown == route
+    assert await text(page, "#route-topic") == "Topic-042"
+    assert await page.evaluate("document.activeElement.id") == "route-h"
+
+    # keyboard: arrows move between topics, Enter opens, Escape closes and returns focus
+    await page.focus('#topic-rows button[data-topic="Topic-010"]')
+    await page.keyboard.press("ArrowDown")
+    assert await page.evaluate("document.activeElement.dataset.topic") == "Topic-011"
+    await page.keyboard.press("Enter")
+    await wait_text(page, "#route-topic", "Topic-011")
+    await page.keyboard.press("Escape")
+    assert await page.locator("#route-panel").is_hidden()
+    assert await page.evaluate("document.activeElement.dataset.topic") == "Topic-011"
+    await page.keyboard.press("/")
+    assert await page.evaluate("document.activeElement.id") == "topic-search"
+
+    # the README screenshot: desktop width, a route open
+    await page.click('#topic-rows button[data-topic="Topic-007"]')
+    await until(page, route_json_has("broker-"))
+    await page.locator("body").click(position={"x": 5, "y": 5})
+    await page.set_viewport_size({"width": 1280, "height": 1700})  # overview, brokers and topics in one picture
+    await page.evaluate("window.scrollTo(0, 0)")
+    desktop = artifacts / "dashboard-1280.png"
+    await page.screenshot(path=str(desktop), full_page=False)
+    await page.screenshot(path=str(artifacts / "dashboard-1280-full.png"), full_page=True)
+    copy_to_docs(desktop)
+    assert page.errors == []
+
+    # phone width: nothing wider than the screen, the same content
+    phone = await open_page(browser, worker.url, width=375, height=812)
+    await loaded(phone)
+    assert await text(phone, "#count-topics") == str(len(TOPICS))
+    overflow = await phone.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"the page is {overflow} px wider than a 375 px screen"
+    await phone.screenshot(path=str(artifacts / "dashboard-375.png"), full_page=False)
+    await phone.locator("#topics-h").scroll_into_view_if_needed()
+    await phone.screenshot(path=str(artifacts / "dashboard-375-topics.png"), full_page=False)
+    assert phone.errors == []
+
+
+async def test_page_follows_registrations_and_expiry_without_reload(
+        worker_factory: Any, browser: Any, artifacts: Path) -> None:
+    worker: Worker = await worker_factory()
+    await seed(worker)
+    page = await open_page(browser, worker.url)
+    await loaded(page)
+    await page.evaluate("window.__sameDocument = 42")
+    groups = expected_summary()["groups"]
+    members = expected_summary()["members"]
+
+    await page.click('#topic-rows button[data-topic="Topic-001"]')
+    await until(page, "() => document.querySelector('#route-json').textContent.length > 0")
+    assert "broker-g" not in await page.locator("#route-json").inner_text()
+
+    # a new master joins ClusterC serving Topic-001 and a new topic, and falls silent after 3 s;
+    # so does broker-h's master, whose slave stays
+    started = time.monotonic()
+    await worker.register(registration(
+        addr="10.0.3.9:10911", name="broker-g", broker_id=0, cluster="ClusterC", timeout_ms=3000,
+        topics={"Topic-001": topic_config("Topic-001", write=16), "Topic-new": topic_config("Topic-new")}))
+    await worker.register(registration(addr="10.0.3.10:10911", name="broker-h", broker_id=0,
+                                       cluster="ClusterC", timeout_ms=3000, topics=[]))
+    await worker.register(registration(addr="10.0.3.11:10911", name="broker-h", broker_id=1,
+                                       cluster="ClusterC", timeout_ms=60_000, topics=[]))
+    groups += 1  # broker-h stays
+    await wait_text(page, "#count-groups", str(groups + 1))
+    await wait_text(page, "#count-topics", str(len(TOPICS) + 1))
+    await page.wait_for_selector('tbody[data-group="broker-h"]:not(.no-master)', timeout=WAIT_MS)
+    await page.wait_for_selector('tr.member[data-addr="10.0.3.9:10911"][data-state="ok"]', timeout=WAIT_MS)
+    # the watched route shows the new group without a click
+    await until(page, route_json_has("broker-g"))
+    shown = json.loads(await page.locator("#route-json").inner_text())
+    assert [q["brokerName"] for q in shown["queueDatas"]] == ["broker-b", "broker-c", "broker-g"]
+
+    # past 80 % of its timeout the bar turns amber, then it expires and the scanner removes it
+    await page.wait_for_selector('tr.member[data-addr="10.0.3.9:10911"] .bar[data-state="late"]', timeout=WAIT_MS)
+    await page.screenshot(path=str(artifacts / "dashboard-late.png"))
+    await page.wait_for_selector('tr.member[data-addr="10.0.3.9:10911"]', state="detached", timeout=WAIT_MS)
+    gone_after = time.monotonic() - started
+    await wait_text(page, "#count-groups", str(groups))
+    await wait_text(page, "#count-brokers", f"{members + 1} / {members + 1}")
+    await wait_text(page, "#count-topics", str(len(TOPICS)))
+    await until(page, "() => !document.querySelector('#route-json').textContent.includes('broker-g')")
+    assert gone_after >= 3.0
+
+    # broker-h lost its master: flagged without reload
+    await page.wait_for_selector('tbody[data-group="broker-h"].no-master [data-flag="no-master"]', timeout=WAIT_MS)
+    await wait_text(page, "#count-nomaster", "2")
+    assert await page.locator('tbody[data-group="broker-h"] tr.member').count() == 1
+
+    assert await page.evaluate("window.__sameDocument") == 42
+    assert await text(page, "#status-text") == "Registry reachable"
+    assert page.errors == []
+
+
+async def test_page_with_auth_on_uses_a_token_from_session_storage(
+        worker_factory: Any, browser: Any, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("admin admin-secret\nbroker broker-secret\n")
+    worker: Worker = await worker_factory(token="admin-secret", auth_tokens_file=str(tokens), auth_reads="token")
+    await seed(worker)
+
+    # the page and its assets need no token; the data does
+    page = await open_page(browser, worker.url)
+    await page.wait_for_selector('#status[data-state="auth"]', timeout=WAIT_MS)
+    assert "token is required" in await text(page, "#status-text")
+    assert await text(page, "#count-topics") == "–"
+
+    # a read needs any valid token
+    await page.fill("#token", "broker-secret")
+    await page.press("#token", "Enter")
+    await loaded(page)
+    assert await text(page, "#count-topics") == str(len(TOPICS))
+    assert await page.evaluate("sessionStorage.getItem('rmq-registry-token')") == "broker-secret"
+    await page.click('#topic-rows button[data-topic="Topic-005"]')
+    await until(page, route_json_has("queueDatas"))
+
+    # kept for the tab: a reload reads at once
+    await page.reload()
+    await loaded(page)
+    assert await page.input_value("#token") == "broker-secret"
+
+    # a wrong token is reported, and forgetting it asks for one again
+    await page.fill("#token", "nope")
+    await page.press("#token", "Enter")
+    await page.wait_for_selector('#status[data-state="auth"]', timeout=WAIT_MS)
+    await page.click("#token-clear")
+    await page.wait_for_selector('#status[data-state="auth"]', timeout=WAIT_MS)
+    assert await page.evaluate("sessionStorage.getItem('rmq-registry-token')") is None
+    # 401s are expected here; nothing else may fail
+    assert [e for e in page.errors if "401" not in e] == []

@@ -1,0 +1,155 @@
+"""The dashboard's own HTTP surface, without a browser: the page, its assets and its two reads."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import redis
+from aiohttp.test_utils import TestClient
+
+from service.api import create_app
+from service.config import Settings
+from service.ui import add_ui_routes
+from tests.builders import registration, topic_config
+
+QUIET_SCAN_MS = 3_600_000
+
+
+async def make(aiohttp_client: Any, redis_url: str, **overrides: Any) -> TestClient:
+    app = create_app(Settings(redis_url=redis_url, scan_interval_ms=QUIET_SCAN_MS).with_overrides(**overrides))
+    add_ui_routes(app)
+    add_ui_routes(app)  # a second call changes nothing
+    return await aiohttp_client(app)
+
+
+async def register(client: TestClient, body: dict[str, Any], token: str | None = None) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    resp = await client.post("/v1/brokers/register", json=body, headers=headers)
+    assert resp.status == 200, await resp.text()
+
+
+async def test_the_page_and_its_assets_are_served_with_a_strict_policy(aiohttp_client: Any, redis_url: str) -> None:
+    client = await make(aiohttp_client, redis_url)
+    page = await client.get("/")
+    assert page.status == 200
+    assert page.headers["Content-Type"].startswith("text/html")
+    assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+    html = await page.text()
+    assert '<script src="/ui/app.js" defer></script>' in html and "/ui/style.css" in html
+    for name, ctype in (("app.js", "text/javascript"), ("style.css", "text/css"), ("index.html", "text/html")):
+        resp = await client.get(f"/ui/{name}")
+        assert resp.status == 200 and resp.headers["Content-Type"].startswith(ctype), name
+        again = await client.get(f"/ui/{name}", headers={"If-None-Match": resp.headers["ETag"]})
+        assert again.status == 304
+    for missing in ("/ui/nope.js", "/ui/..%2Fui.py", "/ui/..%2F..%2Fpyproject.toml"):
+        resp = await client.get(missing)
+        assert resp.status == 404 and (await resp.json())["error"] == "NOT_FOUND"
+    # nothing third-party: every file of the page is ours and small
+    static = Path(__file__).resolve().parents[2] / "service" / "ui_static"
+    assert sorted(p.name for p in static.iterdir()) == ["app.js", "index.html", "style.css"]
+    assert all(p.stat().st_size < 64_000 for p in static.iterdir())
+
+
+async def test_live_brokers_report_age_against_timeout_and_an_expired_live_row(
+        aiohttp_client: Any, redis_url: str, r: redis.Redis) -> None:
+    client = await make(aiohttp_client, redis_url)
+    await register(client, registration(addr="10.0.0.1:10911", name="broker-a", broker_id=0, cluster="C1", timeout_ms=30_000))
+    await register(client, registration(addr="10.0.0.2:10911", name="broker-a", broker_id=1, cluster="C1", ha="10.0.0.2:20912"))
+    await register(client, registration(addr="10.0.1.1:10911", name="broker-b", broker_id=1, cluster="C2", timeout_ms=5_000))
+    resp = await client.get("/v1/brokers/live")
+    assert resp.status == 200
+    body = await resp.json()
+    now = body["now"]
+    assert abs(now - int(r.time()[0]) * 1000) < 5_000
+    rows = {b["brokerAddr"]: b for b in body["brokers"]}
+    assert [b["brokerAddr"] for b in body["brokers"]] == ["10.0.0.1:10911", "10.0.0.2:10911", "10.0.1.1:10911"]
+    a0 = rows["10.0.0.1:10911"]
+    assert {k: a0[k] for k in ("cluster", "brokerName", "brokerId", "haServerAddr", "heartbeatTimeoutMillis", "alive")} == \
+        {"cluster": "C1", "brokerName": "broker-a", "brokerId": 0, "haServerAddr": "10.0.0.1:10912",
+         "heartbeatTimeoutMillis": 30_000, "alive": True}
+    assert a0["ageMs"] == now - a0["lastUpdateTimestamp"] and 0 <= a0["ageMs"] < 5_000
+    assert a0["deadline"] == a0["lastUpdateTimestamp"] + 30_000
+    assert a0["dataVersion"] == {"timestamp": 1700000000000, "counter": 1}
+    assert rows["10.0.0.2:10911"]["haServerAddr"] == "10.0.0.2:20912"
+    assert rows["10.0.0.2:10911"]["heartbeatTimeoutMillis"] == 120_000  # the default
+    assert rows["10.0.1.1:10911"]["cluster"] == "C2"
+
+    # the ETag ignores the passing of time: a poller gets 304 until something changes
+    etag = resp.headers["ETag"]
+    await asyncio.sleep(0.05)
+    same = await client.get("/v1/brokers/live", headers={"If-None-Match": etag})
+    assert same.status == 304 and same.headers["ETag"] == etag
+
+    # the live row ran out (TTL) and the scanner has not removed the member yet
+    r.delete("{rmq}:live:10.0.1.1:10911")
+    changed = await client.get("/v1/brokers/live", headers={"If-None-Match": etag})
+    assert changed.status == 200 and changed.headers["ETag"] != etag
+    b = {x["brokerAddr"]: x for x in (await changed.json())["brokers"]}["10.0.1.1:10911"]
+    assert b["alive"] is False and b["lastUpdateTimestamp"] is None and b["ageMs"] is None
+    assert b["heartbeatTimeoutMillis"] is None and b["haServerAddr"] is None
+    assert b["brokerName"] == "broker-b" and b["brokerId"] == 1 and b["deadline"] is not None
+
+
+async def test_topic_summary_has_every_topics_queues_and_order_config(aiohttp_client: Any, redis_url: str) -> None:
+    client = await make(aiohttp_client, redis_url)
+    assert await (await client.get("/v1/topics/summary")).json() == {"topics": []}
+    await register(client, registration(addr="10.0.0.1:10911", name="broker-b", topics={
+        "T1": topic_config("T1", read=8, write=4, perm=6), "T2": topic_config("T2", perm=4, sys_flag=1)}))
+    await register(client, registration(addr="10.0.1.1:10911", name="broker-a", topics={
+        "T1": topic_config("T1", read=2, write=2)}))
+    await register(client, registration(addr="10.0.1.2:10911", name="broker-a", broker_id=1, topics=["FromSlave"]))
+    assert (await client.put("/v1/kv/ORDER_TOPIC_CONFIG/T1", json={"value": "broker-a:2;broker-b:4"})).status == 200
+    resp = await client.get("/v1/topics/summary")
+    assert resp.status == 200
+    assert await resp.json() == {"topics": [
+        {"topic": "T1", "orderTopicConf": "broker-a:2;broker-b:4", "queueDatas": [
+            {"brokerName": "broker-a", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6, "topicSysFlag": 0},
+            {"brokerName": "broker-b", "readQueueNums": 8, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}]},
+        {"topic": "T2", "orderTopicConf": None, "queueDatas": [
+            {"brokerName": "broker-b", "readQueueNums": 4, "writeQueueNums": 4, "perm": 4, "topicSysFlag": 1}]},
+    ]}
+    # the same queueDatas a producer gets from the route
+    route = await (await client.get("/v1/routes/T1")).json()
+    assert route["queueDatas"] == (await resp.json())["topics"][0]["queueDatas"]
+
+    etag = resp.headers["ETag"]
+    assert (await client.get("/v1/topics/summary", headers={"If-None-Match": etag})).status == 304
+    await register(client, registration(addr="10.0.1.1:10911", name="broker-a", version=2, topics={
+        "T1": topic_config("T1", read=2, write=6)}))
+    for _ in range(100):  # within the cache's staleness bound
+        changed = await client.get("/v1/topics/summary", headers={"If-None-Match": etag})
+        if changed.status == 200:
+            break
+        await asyncio.sleep(0.02)
+    assert changed.status == 200
+    assert (await changed.json())["topics"][0]["queueDatas"][0]["writeQueueNums"] == 6
+
+
+async def test_reads_follow_the_read_rule_and_the_page_stays_open(
+        aiohttp_client: Any, redis_url: str, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("admin a-token\nbroker b-token\n")
+    client = await make(aiohttp_client, redis_url, auth_tokens_file=str(tokens), auth_reads="token")
+    for path in ("/", "/ui/app.js", "/ui/style.css"):
+        assert (await client.get(path)).status == 200, path
+    for path in ("/v1/brokers/live", "/v1/topics/summary"):
+        resp = await client.get(path)
+        assert resp.status == 401 and (await resp.json())["error"] == "UNAUTHENTICATED"
+        assert (await client.get(path, headers={"Authorization": "Bearer nope"})).status == 401
+        for token in ("a-token", "b-token"):  # any valid token reads
+            assert (await client.get(path, headers={"Authorization": f"Bearer {token}"})).status == 200
+        # GET only: no implicit HEAD that would slip past the role table
+        assert (await client.head(path)).status in (401, 405)
+
+    open_reads = await make(aiohttp_client, redis_url, auth_tokens_file=str(tokens), auth_reads="open")
+    assert (await open_reads.get("/v1/brokers/live")).status == 200
+
+
+async def test_reads_answer_503_when_redis_is_unreachable(aiohttp_client: Any) -> None:
+    client = await make(aiohttp_client, "redis://127.0.0.1:1/0", redis_timeout_ms=200)
+    for path in ("/v1/brokers/live", "/v1/topics/summary"):
+        resp = await client.get(path)
+        assert resp.status == 503 and (await resp.json())["error"] == "STORE_UNAVAILABLE"
+    assert (await client.get("/")).status == 200
