@@ -16,6 +16,7 @@ these and the public API (``/v1/cluster``, ``/v1/routes/{topic}`` with its watch
 from __future__ import annotations
 
 import hashlib
+import logging
 import mimetypes
 from importlib import resources
 from pathlib import Path
@@ -28,6 +29,8 @@ from service.auth import READ
 from service.cache import Answer, make_answer
 from service.errors import error_response
 from service.store import SCRIPTS, Store
+
+log = logging.getLogger(__name__)
 
 STATIC_DIR = "ui_static"
 LIVE_SCRIPT = "live_brokers"
@@ -80,6 +83,10 @@ def load_assets() -> dict[str, tuple[bytes, str, str]]:
     """name -> (body, content type, ETag) of every file of the page, read once."""
     assets: dict[str, tuple[bytes, str, str]] = {}
     base = _static_dir()
+    if not base.is_dir():
+        # an install without the package data: the API serves on, the page answers 404
+        log.warning("dashboard files not found at %s: GET / answers 404", base)
+        return assets
     for entry in base.iterdir():
         if not entry.is_file() or entry.name.startswith("."):
             continue

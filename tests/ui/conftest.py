@@ -50,7 +50,13 @@ class Worker:
     url: str
     app: web.Application
     session: aiohttp.ClientSession
+    runner: web.AppRunner
     token: str | None = None
+
+    async def stop(self) -> None:
+        """The worker goes away (its port closes); a second call does nothing."""
+        if self.runner.server is not None or self.runner.sites:
+            await self.runner.cleanup()
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -92,13 +98,14 @@ async def worker_factory(redis_url: str) -> AsyncIterator[Any]:
         runners.append(runner)
         session = aiohttp.ClientSession()
         sessions.append(session)
-        return Worker(url, app, session, token)
+        return Worker(url, app, session, runner, token)
 
     yield make
     for session in sessions:
         await session.close()
     for runner in runners:
-        await runner.cleanup()
+        if runner.server is not None or runner.sites:
+            await runner.cleanup()
 
 
 # ---------------------------------------------------------------------- the browser

@@ -266,6 +266,13 @@ async def test_page_follows_registrations_and_expiry_without_reload(
     assert await text(page, "#status-text") == "Registry reachable"
     assert page.errors == []
 
+    # the worker goes away: the page says so and keeps the last data it had
+    await worker.stop()
+    await page.wait_for_selector('#status[data-state="down"]', timeout=WAIT_MS)
+    assert (await text(page, "#status-text")).startswith("Registry unreachable since ")
+    assert await text(page, "#count-groups") == str(groups)
+    assert await page.evaluate("document.body.classList.contains('stale')")
+
 
 async def test_page_with_auth_on_uses_a_token_from_session_storage(
         worker_factory: Any, browser: Any, tmp_path: Path) -> None:
