@@ -322,6 +322,9 @@ async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
     store = app[STORE]
     if not settings.auth_tokens_file:
         log.warning("authentication is off (RMQ_AUTH_TOKENS_FILE unset): anyone who reaches this port may change routes")
+    elif settings.remoting_port:
+        log.warning("the RocketMQ remoting port %s takes no tokens (the protocol has none): "
+                    "restrict who reaches it with a network policy", settings.remoting_port)
     if settings.embedded:
         log.warning("no REDIS_URL: running on an embedded in-process store "
                     "(single process, NOT durable: everything is lost on exit)")
@@ -363,13 +366,18 @@ def create_app(settings: Settings, store: Store | None = None) -> web.Applicatio
     app[ROLES] = {}
     app[SETTINGS] = settings
     app[STORE] = store or Store(settings)
-    app[REGISTRY] = Registry(app[STORE])
+    app[CACHE] = ReadCache(app[STORE], settings.version_poll_ms, settings.max_staleness_ms)
+    app[REGISTRY] = Registry(app[STORE], on_change=app[CACHE].observe)
     app[SCANNER] = Scanner(app[REGISTRY], settings.scan_interval_ms, settings.scan_batch)
     app[STATE] = {"stopping": False}
-    app[CACHE] = ReadCache(app[STORE], settings.version_poll_ms, settings.max_staleness_ms)
     metrics.install(app, app[SCANNER])
     add_routes(app)
     app[STATE]["openapi"] = orjson.dumps(openapi_document(app))
     app.cleanup_ctx.append(_lifecycle)
+    if settings.remoting_port:
+        # after _lifecycle, so the TCP endpoint stops before the store closes
+        from service.remoting.lifecycle import install as install_remoting
+
+        install_remoting(app, settings.remoting_host or settings.host, settings.remoting_port)
     app.on_shutdown.append(_on_shutdown)
     return app

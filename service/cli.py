@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", help="listen address (RMQ_HOST, default 0.0.0.0)")
     serve.add_argument("--port", type=int, help="listen port (RMQ_PORT, default 8080)")
     serve.add_argument("--redis-url", help="Redis URL (REDIS_URL; unset: embedded store)")
+    serve.add_argument("--remoting-port", type=int, help="RocketMQ protocol port (RMQ_REMOTING_PORT, default 9876; 0: off)")
     sub.add_parser("scan", help="run one expiry pass against REDIS_URL and exit")
     sub.add_parser("analytics", help="run a PySpark analytics job: rmq-registry analytics --help")
 
@@ -67,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = from_env()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
-        return _serve(settings.with_overrides(host=args.host, port=args.port, redis_url=args.redis_url))
+        return _serve(settings.with_overrides(host=args.host, port=args.port, redis_url=args.redis_url,
+                                              remoting_port=args.remoting_port))
     if settings.embedded:
         parser.error("scan needs REDIS_URL")
     return _scan(settings)

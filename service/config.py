@@ -22,6 +22,11 @@ class Settings:
     redis_cluster: bool = False
     host: str = "0.0.0.0"
     port: int = 8080
+    # RocketMQ's own protocol (TCP); 0 = off. The environment's default is 9876 (from_env),
+    # the dataclass's is off, so apps built in tests bind nothing by surprise.
+    remoting_port: int = 0
+    remoting_host: str | None = None
+    redis_max_connections: int = 256
     key_prefix: str = "rmq"
     broker_timeout_ms: int = 120_000
     scan_interval_ms: int = 5_000
@@ -54,6 +59,9 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_REDIS_CLUSTER": ("redis_cluster", _bool),
     "RMQ_HOST": ("host", str),
     "RMQ_PORT": ("port", int),
+    "RMQ_REMOTING_PORT": ("remoting_port", int),
+    "RMQ_REMOTING_HOST": ("remoting_host", str),
+    "RMQ_REDIS_MAX_CONNECTIONS": ("redis_max_connections", int),
     "RMQ_KEY_PREFIX": ("key_prefix", str),
     "RMQ_BROKER_TIMEOUT_MS": ("broker_timeout_ms", int),
     "RMQ_SCAN_INTERVAL_MS": ("scan_interval_ms", int),
@@ -84,7 +92,10 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
             values[name] = parse(raw)  # type: ignore[operator]
         except ValueError as exc:
             raise SystemExit(f"bad value for {var}: {raw!r} ({exc})") from None
+    values.setdefault("remoting_port", 9876)
     settings = Settings(**values)  # type: ignore[arg-type]
+    if not 0 <= settings.remoting_port <= 65535:
+        raise SystemExit(f"RMQ_REMOTING_PORT must be 0 (off) or a port, not {settings.remoting_port}")
     if settings.version_poll_ms >= settings.max_staleness_ms > 0:
         raise SystemExit("RMQ_VERSION_POLL_MS must be below RMQ_MAX_STALENESS_MS, or the cache would never be fresh")
     if settings.auth_reads not in ("open", "token"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import orjson
 
@@ -43,9 +43,18 @@ class Route:
 
 
 class Registry:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, on_change: Callable[[int], None] | None = None) -> None:
         self.store = store
         self.settings = store.settings
+        # told the table version each change script left, so this worker's own cache reads
+        # its writes at once instead of when the change channel brings the news
+        self.on_change = on_change
+
+    async def _change(self, script: str, args: Sequence[str | int]) -> list[Any]:
+        result = await self.store.run(script, args)
+        if self.on_change is not None:
+            self.on_change(int(result[0]))
+        return result
 
     # ------------------------------------------------------------------ broker-facing
     async def register(self, req: RegisterRequest) -> dict[str, Any]:
@@ -61,7 +70,7 @@ class Registry:
         ]
         for topic, tc in wrapper.topicConfigTable.items():
             args += [topic, tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag]
-        _version, _changed, master_found, master_addr, master_ha, kv = await self.store.run("register", args)
+        _version, _changed, master_found, master_addr, master_ha, kv = await self._change("register", args)
         found = bool(int(master_found))
         return {
             "masterAddr": _s(master_addr) if found else None,
@@ -83,11 +92,11 @@ class Registry:
         }
 
     async def unregister(self, req: UnregisterRequest) -> None:
-        await self.store.run("unregister", [req.clusterName, req.brokerAddr, req.brokerName, req.brokerId])
+        await self._change("unregister", [req.clusterName, req.brokerAddr, req.brokerName, req.brokerId])
 
     async def destroy(self, addr: str) -> bool:
         """Expiry of one address; True when it was due and removed."""
-        result = await self.store.run("destroy", [addr])
+        result = await self._change("destroy", [addr])
         return bool(int(result[1]))
 
     # ------------------------------------------------------------------ client-facing
@@ -123,17 +132,24 @@ class Registry:
 
     # ------------------------------------------------------------------ admin
     async def write_perm(self, broker_name: str, mode: str) -> int:
-        result = await self.store.run("write_perm", [broker_name, mode])
+        result = await self._change("write_perm", [broker_name, mode])
         return int(result[1])
 
     async def delete_topic(self, topic: str, cluster: str | None) -> None:
-        await self.store.run("delete_topic", [topic, cluster or ""])
+        await self._change("delete_topic", [topic, cluster or ""])
+
+    async def register_topic(self, topic: str, queues: Sequence[tuple[str, int, int, int, int]]) -> None:
+        """QueueData for existing broker names (RocketMQ REGISTER_TOPIC_IN_NAMESRV)."""
+        args: list[str | int] = [topic, len(queues)]
+        for queue in queues:
+            args += list(queue)
+        await self._change("register_topic", args)
 
     async def kv_put(self, namespace: str, key: str, value: str) -> None:
-        await self.store.run("kv_put", [namespace, key, value])
+        await self._change("kv_put", [namespace, key, value])
 
     async def kv_delete(self, namespace: str, key: str) -> None:
-        await self.store.run("kv_delete", [namespace, key])
+        await self._change("kv_delete", [namespace, key])
 
     async def kv_get(self, namespace: str, key: str) -> str | None:
         raw = await self.store.call(self.store.redis.hget(self.store.keys.kv(namespace), key))

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 SCRIPTS = (
     "register", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
-    "kv_put", "kv_delete", "route", "cluster_info", "topic_lists",
+    "kv_put", "kv_delete", "register_topic", "route", "cluster_info", "topic_lists",
 )
 
 
@@ -63,14 +63,19 @@ def connect(settings: Settings) -> Redis:
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
         )
-    return aioredis.from_url(
+    # A blocking pool: past max_connections a call waits (within the timeout) for a free
+    # connection instead of failing at once with "Too many connections".
+    pool = aioredis.BlockingConnectionPool.from_url(
         settings.redis_url,
+        max_connections=settings.redis_max_connections,
+        timeout=timeout,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         health_check_interval=30,
         # one immediate retry replaces a pooled connection that died with a restarted Redis
         retry=Retry(NoBackoff(), 1),
     )
+    return aioredis.Redis(connection_pool=pool)
 
 
 class Store:

@@ -26,6 +26,8 @@ def wait_http(url: str, limit_s: float = 20) -> None:
 
 def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("RMQ_")}
+    # RocketMQ's port off unless a test asks: several workers on one machine would collide on 9876
+    environ["RMQ_REMOTING_PORT"] = "0"
     environ.update(env or {})
     return subprocess.Popen(args, cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 

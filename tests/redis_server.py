@@ -10,10 +10,13 @@ import time
 from pathlib import Path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(below: int = 65536) -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < below:
+            return port
 
 
 class RedisServer:
@@ -24,6 +27,7 @@ class RedisServer:
         if binary is None:
             raise RuntimeError("redis-server is not installed (scripts/test installs it)")
         self.binary = binary
+        self.fixed_port = port is not None
         self.port = port or free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="rmq-redis-"))
         self.extra_args = extra_args
@@ -34,22 +38,38 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        for _ in range(3):
+            if self._start_once():
+                return
+            if self.fixed_port:
+                break
+            self.port = free_port()  # another process took the free port first: take another
+        log = self.dir / "redis.log"
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        raise RuntimeError(f"redis-server did not start on port {self.port}:\n{tail}")
+
+    def _start_once(self) -> bool:
         args = [
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(self.dir),
+            "--logfile", str(self.dir / "redis.log"),
             *self.extra_args,
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.proc = None
+                return False
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
                     if s.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # up, perhaps with a password
-                        return
+                        return True
             except OSError:
                 time.sleep(0.02)
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
+        self.stop()
+        return False
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -20,7 +20,8 @@ from tests.redis_server import RedisServer, free_port
 
 @pytest.fixture(scope="module")
 def cluster_url() -> Iterator[str]:
-    nodes = [RedisServer(free_port(), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf") for _ in range(3)]
+    # a cluster node also listens on its port + 10000, so ports above 55535 are refused
+    nodes = [RedisServer(free_port(below=55536), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf") for _ in range(3)]
     for node in nodes:
         node.start()
     try:

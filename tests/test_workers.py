@@ -19,8 +19,14 @@ async def test_registration_through_one_worker_is_read_through_another_at_once(m
     await register(a, registration(topics=["T1"]))
     answer = await route(b, "T1")
     assert answer is not None and answer["brokerDatas"][0]["brokerAddrs"] == {"0": "10.0.0.1:10911"}
+
+
+async def test_a_worker_reads_its_own_change_at_once(make_client) -> None:
+    a = await make_client()
+    await register(a, registration(topics=["T1"]))
+    assert await route(a, "T1") is not None  # cached now
     await a.post("/v1/brokers/unregister", json=identity(registration()))
-    assert await route(b, "T1") is None
+    assert await route(a, "T1") is None
 
 
 def route_is_whole(answer: dict) -> bool:

@@ -31,7 +31,7 @@ from service.models import (
 from service.registry import Registry
 from service.remoting import bodies, codes
 from service.remoting.codec import Command, response_to
-from service.store import Store, StoreUnavailable, _lua_dir
+from service.store import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -55,31 +55,12 @@ class Context:
         self.store: Store = registry.store
         self.cache = cache
         self.settings = settings
-        self._register_topic: Any = None
 
     @classmethod
     def of(cls, app: web.Application) -> "Context":
         from service.api import CACHE, REGISTRY, SETTINGS
 
         return cls(app[REGISTRY], app[CACHE], app[SETTINGS])
-
-    async def after_write(self) -> None:
-        """Read-your-writes on this worker: the cache learns the new table version now
-        instead of by pub/sub a moment later (an unchanged version clears nothing)."""
-        try:
-            self.cache.observe(await self.store.version())
-        except StoreUnavailable:
-            pass  # the write happened; pub/sub and the poll still bound the staleness
-
-    async def register_topic(self, args: list[str | int]) -> Any:
-        """lua/register_topic.lua: by the store when it loads it, else registered here."""
-        if "register_topic" in self.store._scripts:
-            return await self.store.run("register_topic", args)
-        if self._register_topic is None:
-            base = _lua_dir()
-            source = "".join((base / f).read_text(encoding="utf-8") for f in ("_lib.lua", "register_topic.lua"))
-            self._register_topic = self.store.redis.register_script(source)
-        return await self.store.call(self._register_topic(keys=[self.store.keys.version], args=args))
 
 
 Handler = Callable[[Context, Command], Awaitable[Command]]
@@ -296,14 +277,14 @@ async def register_topic(ctx: Context, cmd: Command) -> Command:
         return ok(cmd)  # RocketMQ: nothing to register
     if not isinstance(queues, list):
         raise RemotingError(codes.SYSTEM_ERROR, "invalid request: queueDatas must be a list")
-    args: list[str | int] = [topic or "", len(queues)]
+    rows: list[tuple[str, int, int, int, int]] = []
     for i, q in enumerate(queues):
         if not isinstance(q, dict) or not isinstance(q.get("brokerName"), str) or not valid_name(q["brokerName"]):
             raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: queueDatas.{i}.brokerName is missing or invalid")
         tc = validate(ctx, TopicConfig, {k: q.get(k) for k in ("readQueueNums", "writeQueueNums", "perm")}
                       | {"topicSysFlag": q.get("topicSysFlag", 0)})
-        args += [q["brokerName"], tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag]
-    await ctx.register_topic(args)  # unknown broker names: refused whole, answered SUCCESS as RocketMQ does
+        rows.append((q["brokerName"], tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag))
+    await ctx.registry.register_topic(topic or "", rows)  # unknown broker names: refused whole, answered SUCCESS as RocketMQ does
     return ok(cmd)
 
 
@@ -342,13 +323,6 @@ async def kv_list(ctx: Context, cmd: Command) -> Command:
 
 _timeout = getattr(asyncio, "timeout", None)
 
-# codes whose success may change what routes, cluster info or topic lists show
-WRITES = frozenset({
-    codes.PUT_KV_CONFIG, codes.DELETE_KV_CONFIG, codes.REGISTER_BROKER, codes.UNREGISTER_BROKER,
-    codes.WIPE_WRITE_PERM_OF_BROKER, codes.ADD_WRITE_PERM_OF_BROKER, codes.DELETE_TOPIC_IN_NAMESRV,
-    codes.REGISTER_TOPIC_IN_NAMESRV,
-})
-
 HANDLERS: dict[int, Handler] = {
     codes.PUT_KV_CONFIG: put_kv,
     codes.GET_KV_CONFIG: get_kv,
@@ -381,14 +355,8 @@ async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
     try:
         if _timeout is not None:  # Python 3.11+: no extra task per request
             async with _timeout(timeout):
-                response = await handler(ctx, cmd)
-                if cmd.code in WRITES and response.code == codes.SUCCESS:
-                    await ctx.after_write()
-                return response
-        response = await asyncio.wait_for(handler(ctx, cmd), timeout)
-        if cmd.code in WRITES and response.code == codes.SUCCESS:
-            await asyncio.wait_for(ctx.after_write(), timeout)
-        return response
+                return await handler(ctx, cmd)
+        return await asyncio.wait_for(handler(ctx, cmd), timeout)
     except RemotingError as e:
         return fail(cmd, e.code, e.remark)
     except (StoreUnavailable, asyncio.TimeoutError) as e:

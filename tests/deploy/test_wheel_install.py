@@ -91,7 +91,9 @@ def test_console_script_serves_healthz_from_a_fresh_venv(installed_venv: Path):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("RMQ_") and k not in ("REDIS_URL", "PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{installed_venv / 'bin'}:{env.get('PATH', '')}"
-    proc = subprocess.Popen(["rmq-registry", "serve", "--host", "127.0.0.1", "--port", str(port)],
+    remoting_port = _free_port()
+    proc = subprocess.Popen(["rmq-registry", "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--remoting-port", str(remoting_port)],
                             cwd=installed_venv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -107,6 +109,9 @@ def test_console_script_serves_healthz_from_a_fresh_venv(installed_venv: Path):
         assert status == 200, f"/healthz answered {status}"
         # the embedded store loads the Lua scripts that shipped inside the wheel
         assert _get(base + "/readyz") == 200
+        # the RocketMQ protocol endpoint (service.remoting) shipped in the wheel too
+        with socket.create_connection(("127.0.0.1", remoting_port), timeout=5):
+            pass
         # and the very command of the image's HEALTHCHECK, with RMQ_PORT as configured
         argv = _healthcheck_argv()
         assert argv[0] == "python"
