@@ -29,6 +29,7 @@ from service.openapi import openapi_document
 from service.registry import Registry
 from service.scanner import Scanner
 from service.store import Store, StoreUnavailable
+from service.ui import add_ui_routes
 
 log = logging.getLogger(__name__)
 
@@ -372,6 +373,7 @@ def create_app(settings: Settings, store: Store | None = None) -> web.Applicatio
     app[STATE] = {"stopping": False}
     metrics.install(app, app[SCANNER])
     add_routes(app)
+    add_ui_routes(app)
     app[STATE]["openapi"] = orjson.dumps(openapi_document(app))
     app.cleanup_ctx.append(_lifecycle)
     if settings.remoting_port:

@@ -61,6 +61,17 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "KvValue": {"type": "object", "properties": {"value": _STR}},
     "KvTable": {"type": "object", "properties": {"table": {"type": "object", "additionalProperties": _STR}}},
     "Status": {"type": "object", "properties": {"status": _STR}},
+    "LiveBroker": {"type": "object", "properties": {
+        "brokerAddr": _STR, "cluster": _STR, "brokerName": _STR, "brokerId": _INT,
+        "haServerAddr": {"type": ["string", "null"]}, "lastUpdateTimestamp": {"type": ["integer", "null"]},
+        "heartbeatTimeoutMillis": {"type": ["integer", "null"]}, "ageMs": {"type": ["integer", "null"]},
+        "alive": {"type": "boolean"}, "deadline": {"type": ["integer", "null"]},
+        "dataVersion": {"oneOf": [{"$ref": REF.format(model="DataVersion")}, {"type": "null"}]}}},
+    "LiveBrokers": {"type": "object", "properties": {
+        "now": _INT, "brokers": {"type": "array", "items": {"$ref": REF.format(model="LiveBroker")}}}},
+    "TopicSummary": {"type": "object", "properties": {"topics": {"type": "array", "items": {"type": "object", "properties": {
+        "topic": _STR, "orderTopicConf": {"type": ["string", "null"]},
+        "queueDatas": {"type": "array", "items": {"$ref": REF.format(model="QueueData")}}}}}}},
 }
 
 # (method, path) -> (summary, request model, success schema, error statuses)
@@ -84,6 +95,8 @@ OPERATIONS: dict[tuple[str, str], tuple[str, type[BaseModel] | None, str, tuple[
     ("GET", "/v1/kv/{namespace}/{key}"): ("Get a KV config entry", None, "KvValue", (400, 404, 503)),
     ("DELETE", "/v1/kv/{namespace}/{key}"): ("Delete a KV config entry", None, "Empty", (400, 503)),
     ("GET", "/v1/kv/{namespace}"): ("A KV namespace", None, "KvTable", (400, 404, 503)),
+    ("GET", "/v1/brokers/live"): ("Every registered broker address with its heartbeat age against its timeout (Redis time)", None, "LiveBrokers", (503,)),
+    ("GET", "/v1/topics/summary"): ("Every topic's QueueDatas and order config in one read (the dashboard's table)", None, "TopicSummary", (503,)),
     ("GET", "/healthz"): ("Liveness", None, "Status", ()),
     ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded", None, "Status", (503,)),
 }
@@ -120,6 +133,11 @@ def openapi_document(app: web.Application | None = None) -> dict[str, Any]:
         for status in errors:
             op["responses"][str(status)] = {"description": "error", "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
         paths.setdefault(path, {})[method.lower()] = op
+    paths["/"] = {"get": {"summary": "The dashboard page (HTML)", "operationId": "get_dashboard",
+                          "responses": {"200": {"description": "HTML page", "content": {"text/html": {"schema": _STR}}}}}}
+    paths["/ui/{path}"] = {"get": {"summary": "The dashboard's script and style sheet", "operationId": "get_ui_asset",
+                                   "parameters": [{"name": "path", "in": "path", "required": True, "schema": _STR}],
+                                   "responses": {"200": {"description": "a static file"}, "404": {"description": "no such file"}}}}
     paths["/metrics"] = {"get": {"summary": "Prometheus metrics", "operationId": "get_metrics",
                                  "responses": {"200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": _STR}}}}}}
     return {

@@ -44,7 +44,7 @@ async def test_openapi_request_schemas_carry_the_validation_rules(client: TestCl
     register_schema = doc["components"]["schemas"]["RegisterRequest"]
     assert set(register_schema["required"]) >= {"clusterName", "brokerAddr", "brokerName", "brokerId", "topicConfigSerializeWrapper"}
     assert doc["components"]["schemas"]["TopicConfig"]["properties"]["perm"]["maximum"] == 7
-    assert len(OPERATIONS) + 1 == sum(len(ops) for ops in doc["paths"].values())
+    assert len(OPERATIONS) + 3 == sum(len(ops) for ops in doc["paths"].values())
 
 
 def test_settings_come_from_the_environment() -> None:
