@@ -54,6 +54,21 @@ local function leave_cluster(cluster, name)
   end
 end
 
+-- Creates or replaces one QueueData (and its three indexes); true when it changed.
+local function put_queue(topic, name, r, w, p, f)
+  local queue_key = K.queue(topic, name)
+  local cur = redis.call('HMGET', queue_key, 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
+  if cur[1] == r and cur[2] == w and cur[3] == p and cur[4] == f then
+    return false
+  end
+  redis.call('HSET', queue_key, 'topic', topic, 'brokerName', name,
+    'readQueueNums', r, 'writeQueueNums', w, 'perm', p, 'topicSysFlag', f)
+  redis.call('SADD', K.topic(topic), name)
+  redis.call('SADD', K.topics(), topic)
+  redis.call('SADD', K.broker_topics(name), topic)
+  return true
+end
+
 -- Removes one QueueData, and the topic itself when no broker serves it any more.
 local function drop_queue(topic, name)
   redis.call('DEL', K.queue(topic, name))

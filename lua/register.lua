@@ -94,17 +94,8 @@ if id == '0' then
     local queue_key = K.queue(topic, name)
     seen[topic] = true
     local apply = register_first or version_changed or redis.call('EXISTS', queue_key) == 0
-    if apply then
-      local r, w, p, f = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
-      local cur = redis.call('HMGET', queue_key, 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
-      if cur[1] ~= r or cur[2] ~= w or cur[3] ~= p or cur[4] ~= f then
-        redis.call('HSET', queue_key, 'topic', topic, 'brokerName', name,
-          'readQueueNums', r, 'writeQueueNums', w, 'perm', p, 'topicSysFlag', f)
-        redis.call('SADD', K.topic(topic), name)
-        redis.call('SADD', K.topics(), topic)
-        redis.call('SADD', K.broker_topics(name), topic)
-        changed = true
-      end
+    if apply and put_queue(topic, name, ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]) then
+      changed = true
     end
   end
   if delete_absent and (register_first or version_changed) then

@@ -18,16 +18,7 @@ end
 
 for i = 0, n - 1 do
   local at = 3 + i * 5
-  local name = ARGV[at]
-  local r, w, p, f = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]
-  local queue_key = K.queue(topic, name)
-  local cur = redis.call('HMGET', queue_key, 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
-  if cur[1] ~= r or cur[2] ~= w or cur[3] ~= p or cur[4] ~= f then
-    redis.call('HSET', queue_key, 'topic', topic, 'brokerName', name,
-      'readQueueNums', r, 'writeQueueNums', w, 'perm', p, 'topicSysFlag', f)
-    redis.call('SADD', K.topic(topic), name)
-    redis.call('SADD', K.topics(), topic)
-    redis.call('SADD', K.broker_topics(name), topic)
+  if put_queue(topic, ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]) then
     changed = true
   end
 end
