@@ -181,7 +181,9 @@ async def get_route(request: web.Request) -> web.Response:
         changed = cache.changed  # taken before the read, so no change can slip between
         answer = await cache.get(("route", topic), fetch)
         remaining = deadline - asyncio.get_running_loop().time()
-        if answer.etag != watched or remaining <= 0 or not await cache.wait(changed, remaining):
+        if answer.etag != watched or remaining <= 0 or request.app[STATE]["stopping"]:
+            break
+        if not await cache.wait(changed, remaining):
             break
     if answer.etag == watched:
         return web.Response(status=304, headers={"ETag": answer.etag, "Cache-Control": "no-cache"})
@@ -354,8 +356,14 @@ async def stop(tasks: list[asyncio.Task[None]]) -> None:
         await asyncio.wait(pending, timeout=0.1)
 
 
-async def _on_shutdown(app: web.Application) -> None:
+def begin_stopping(app: web.Application) -> None:
+    """Not ready any more, and long polls answer now instead of holding the shutdown."""
     app[STATE]["stopping"] = True
+    app[CACHE].changed.set()
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    begin_stopping(app)
 
 
 def create_app(settings: Settings, store: Store | None = None) -> web.Application:

@@ -11,9 +11,8 @@ from service.config import Settings, from_env
 
 
 def _serve(settings: Settings) -> int:
-    from aiohttp import web
-
     from service.api import create_app
+    from service.lifecycle import serve
 
     try:
         import uvloop
@@ -21,11 +20,7 @@ def _serve(settings: Settings) -> int:
         uvloop.install()
     except ImportError:  # optional: the stock loop works, only slower
         pass
-    app = create_app(settings)
-    logging.getLogger(__name__).info("serving on http://%s:%s", settings.host, settings.port)
-    # aiohttp handles SIGTERM/SIGINT: stop accepting, finish in-flight requests, clean up
-    web.run_app(app, host=settings.host, port=settings.port, print=None,
-                shutdown_timeout=20, access_log=None)
+    asyncio.run(serve(create_app(settings), settings))
     return 0
 
 

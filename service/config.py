@@ -43,6 +43,8 @@ class Settings:
     auth_tokens_file: str | None = None
     auth_reads: str = "open"
     log_level: str = "INFO"
+    drain_ms: int = 0
+    shutdown_timeout_ms: int = 20_000
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -78,6 +80,8 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_AUTH_TOKENS_FILE": ("auth_tokens_file", str),
     "RMQ_AUTH_READS": ("auth_reads", str),
     "RMQ_LOG_LEVEL": ("log_level", str),
+    "RMQ_DRAIN_MS": ("drain_ms", int),
+    "RMQ_SHUTDOWN_TIMEOUT_MS": ("shutdown_timeout_ms", int),
 }
 
 

@@ -1,0 +1,94 @@
+"""SIGTERM, as an orchestrator sends it, against a real worker process."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import redis
+
+from tests.processes import console_script, start, wait_http
+from tests.redis_server import free_port
+
+
+def status_of(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_sigterm_drains_finishes_in_flight_requests_and_exits_0(redis_url: str) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start([console_script("rmq-registry"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                 env={"REDIS_URL": redis_url, "RMQ_DRAIN_MS": "1500", "RMQ_REDIS_TIMEOUT_MS": "3000"})
+    try:
+        wait_http(f"{base}/readyz")
+        # an in-flight request: Redis holds every client for 1 s
+        admin = redis.Redis.from_url(redis_url)
+        results: dict[str, object] = {}
+
+        def slow_read() -> None:
+            results["status"] = status_of(f"{base}/v1/cluster")
+            results["done"] = time.monotonic()
+
+        admin.execute_command("CLIENT", "PAUSE", 1000, "ALL")
+        reader = threading.Thread(target=slow_read)
+        reader.start()
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        time.sleep(0.3)
+        # draining: not ready, but still serving
+        assert status_of(f"{base}/readyz") == 503
+        assert status_of(f"{base}/healthz") == 200
+        reader.join(timeout=10)
+        assert results["status"] == 200
+        code = proc.wait(timeout=20)
+        stopped = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out = proc.communicate()[0].decode()
+    assert code == 0, out
+    assert stopped - sent >= 1.5  # the drain period was kept
+    assert "stop requested" in out and "stopped" in out
+    admin.close()
+
+
+def test_sigterm_answers_a_waiting_watch_at_once(redis_url: str) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start([console_script("rmq-registry"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                 env={"REDIS_URL": redis_url})
+    try:
+        wait_http(f"{base}/readyz")
+        body = json.dumps({"clusterName": "c", "brokerAddr": "10.0.0.1:1", "brokerName": "b", "brokerId": 0,
+                           "topicConfigSerializeWrapper": {"topicConfigTable": {"T": {
+                               "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}},
+                               "dataVersion": {"timestamp": 1, "counter": 1}}}).encode()
+        urllib.request.urlopen(urllib.request.Request(f"{base}/v1/brokers/register", data=body,
+                                                      headers={"Content-Type": "application/json"}), timeout=5).close()
+        with urllib.request.urlopen(f"{base}/v1/routes/T", timeout=5) as resp:
+            etag = resp.headers["ETag"]
+        results: dict[str, int] = {}
+        watcher = threading.Thread(target=lambda: results.update(
+            status=status_of(f"{base}/v1/routes/T?watch={etag.strip(chr(34))}&timeout=60s")))
+        watcher.start()
+        time.sleep(0.5)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        watcher.join(timeout=30)
+        assert results["status"] == 304
+        assert proc.wait(timeout=20) == 0
+        assert time.monotonic() - sent < 10  # not the watch's 60 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
