@@ -1,0 +1,111 @@
+"""Bench 1: route query throughput and latency of one worker, 64 connections, with wrk.
+
+Three targets, measured in the same run and interleaved round by round so that load
+from other processes on the machine hits them alike:
+  ceiling   bench/ceiling.py: aiohttp (uvloop when importable) answering the same route
+            JSON bytes as a constant: what one worker could serve at best;
+  uncached  a registry worker with RMQ_MAX_STALENESS_MS=0 (every read runs route.lua);
+  cached    a registry worker with default settings (reads served from its cache).
+Reports requests/s and p50/p99 latency per target (median over rounds) and the ratios
+cached/ceiling (goal >= 0.8) and uncached/ceiling (median of the per-round ratios).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (  # noqa: E402
+    BENCH, Proc, free_port, http, machine_info, median, parser, post_json, redis_server, row,
+    workers, wrk, write_result,
+)
+from bench.seed import registration, topics  # noqa: E402
+
+TOPIC = "BenchTopic"
+
+
+def seed(base: str) -> bytes:
+    """Two broker groups (master + slave each) serving the bench topic among 100 topics."""
+    names = [TOPIC, *topics(99)]
+    for g, name in enumerate(("broker-a", "broker-b")):
+        for broker_id in (0, 1):
+            post_json(f"{base}/v1/brokers/register", registration(
+                addr=f"10.0.{g}.{broker_id + 1}:10911", name=name, broker_id=broker_id, topics=names))
+    status, body = http("GET", f"{base}/v1/routes/{TOPIC}")
+    assert status == 200, body
+    return body
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, help="wrk duration per target and round (default 5, quick 1)")
+    p.add_argument("--rounds", type=int, help="rounds of ceiling/uncached/cached (default 5, quick 1)")
+    p.add_argument("--connections", type=int, default=64)
+    args = p.parse_args()
+    seconds = args.seconds or (1 if args.quick else 5)
+    rounds = args.rounds or (1 if args.quick else 5)
+    warmup = 0 if args.quick else 2
+    machine = machine_info()
+
+    with redis_server() as rs, workers(rs.url) as [cached_port], \
+            workers(rs.url, RMQ_MAX_STALENESS_MS="0") as [uncached_port], \
+            tempfile.NamedTemporaryFile(suffix=".json") as body_file:
+        body = seed(f"http://127.0.0.1:{cached_port}")
+        body_file.write(body)
+        body_file.flush()
+        ceiling_port = free_port()
+        ceiling = Proc([sys.executable, str(BENCH / "ceiling.py"), "--port", str(ceiling_port),
+                        "--body-file", body_file.name], ready_url=f"http://127.0.0.1:{ceiling_port}/healthz")
+        try:
+            targets = {"ceiling": ceiling_port, "uncached": uncached_port, "cached": cached_port}
+            urls = {k: f"http://127.0.0.1:{port}/v1/routes/{TOPIC}" for k, port in targets.items()}
+            for name, url in urls.items():
+                status, got = http("GET", url)
+                assert status == 200 and got == body, f"{name} answers differently"
+                if warmup:
+                    wrk(url, warmup, args.connections)
+            runs: dict[str, list[dict]] = {k: [] for k in targets}
+            for r in range(rounds):
+                for name, url in urls.items():
+                    result = wrk(url, seconds, args.connections)
+                    runs[name].append(result)
+                    print(f"round {r + 1} {name}: {result['rps']:.0f} req/s, p50 {result['latency_us']['p50']} us, "
+                          f"p99 {result['latency_us']['p99']} us")
+        finally:
+            ceiling.stop()
+
+    per_target = {}
+    for name, rs_ in runs.items():
+        per_target[name] = {
+            "rps": median([x["rps"] for x in rs_]),
+            "p50_us": median([x["latency_us"]["p50"] for x in rs_]),
+            "p99_us": median([x["latency_us"]["p99"] for x in rs_]),
+            "errors": sum(sum(x["errors"].values()) for x in rs_),
+        }
+    ratios = {
+        f"{name}_over_ceiling": median([runs[name][i]["rps"] / runs["ceiling"][i]["rps"] for i in range(rounds)])
+        for name in ("cached", "uncached")
+    }
+    summary = []
+    for name in targets:
+        t = per_target[name]
+        summary += [
+            row(f"route {name}: throughput", t["rps"], "req/s"),
+            row(f"route {name}: p50 latency", t["p50_us"] / 1000, "ms"),
+            row(f"route {name}: p99 latency", t["p99_us"] / 1000, "ms"),
+        ]
+    summary += [
+        row("route ratio cached / ceiling", ratios["cached_over_ceiling"], "", "goal >= 0.8"),
+        row("route ratio uncached / ceiling", ratios["uncached_over_ceiling"], ""),
+    ]
+    write_result(args.out, "route_query", {
+        "seconds": seconds, "rounds": rounds, "warmup_seconds": warmup, "connections": args.connections,
+        "wrk_threads": 1, "topic": TOPIC, "route_bytes": len(body), "brokers": "2 groups x (master + slave), 100 topics",
+    }, {"targets": per_target, "ratios": ratios, "runs": runs}, summary, machine)
+
+
+if __name__ == "__main__":
+    main()
