@@ -289,6 +289,8 @@ async def openapi(request: web.Request) -> web.Response:
 def add_routes(app: web.Application) -> None:
     roles = app[ROLES]
 
+    # Path parameters take any segment, so a bad name gets the 400 INVALID_REQUEST of
+    # name_param rather than a router 404 (aiohttp's default excludes braces).
     def add(method: str, path: str, handler: Handler, required: str) -> None:
         roles[app.router.add_route(method, path, handler)] = required
 
@@ -296,19 +298,19 @@ def add_routes(app: web.Application) -> None:
     add("POST", "/v1/brokers/heartbeat", heartbeat, auth.BROKER)
     add("POST", "/v1/brokers/query-data-version", query_data_version, auth.BROKER)
     add("POST", "/v1/brokers/unregister", unregister_broker, auth.BROKER)
-    add("POST", "/v1/brokers/{brokerName}/wipe-write-perm", wipe_write_perm, auth.ADMIN)
-    add("POST", "/v1/brokers/{brokerName}/add-write-perm", add_write_perm, auth.ADMIN)
-    add("GET", "/v1/routes/{topic}", get_route, auth.READ)
+    add("POST", "/v1/brokers/{brokerName:[^/]+}/wipe-write-perm", wipe_write_perm, auth.ADMIN)
+    add("POST", "/v1/brokers/{brokerName:[^/]+}/add-write-perm", add_write_perm, auth.ADMIN)
+    add("GET", "/v1/routes/{topic:[^/]+}", get_route, auth.READ)
     add("GET", "/v1/cluster", get_cluster, auth.READ)
     add("GET", "/v1/topics", topic_list("all"), auth.READ)
     for which in ("system", "unit", "unit-sub", "unit-sub-without-unit"):
         add("GET", f"/v1/topics/{which}", topic_list(which), auth.READ)
-    add("GET", "/v1/clusters/{clusterName}/topics", cluster_topics, auth.READ)
-    add("DELETE", "/v1/topics/{topic}", delete_topic, auth.ADMIN)
-    add("PUT", "/v1/kv/{namespace}/{key}", kv_put, auth.ADMIN)
-    add("GET", "/v1/kv/{namespace}/{key}", kv_get, auth.ADMIN)
-    add("DELETE", "/v1/kv/{namespace}/{key}", kv_delete, auth.ADMIN)
-    add("GET", "/v1/kv/{namespace}", kv_table, auth.ADMIN)
+    add("GET", "/v1/clusters/{clusterName:[^/]+}/topics", cluster_topics, auth.READ)
+    add("DELETE", "/v1/topics/{topic:[^/]+}", delete_topic, auth.ADMIN)
+    add("PUT", "/v1/kv/{namespace:[^/]+}/{key:[^/]+}", kv_put, auth.ADMIN)
+    add("GET", "/v1/kv/{namespace:[^/]+}/{key:[^/]+}", kv_get, auth.ADMIN)
+    add("DELETE", "/v1/kv/{namespace:[^/]+}/{key:[^/]+}", kv_delete, auth.ADMIN)
+    add("GET", "/v1/kv/{namespace:[^/]+}", kv_table, auth.ADMIN)
     add("GET", "/healthz", healthz, auth.OPEN)
     add("GET", "/readyz", readyz, auth.OPEN)
     add("GET", "/metrics", metrics.handler, auth.OPEN)

@@ -10,6 +10,7 @@ import re
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -31,12 +32,6 @@ MAX_FILTER_SERVERS = 1024
 MAX_ID = 2**31 - 1
 MAX_LONG = 2**63 - 1
 
-Topic = Annotated[StrictStr, StringConstraints(pattern=NAME_PATTERN, max_length=TOPIC_MAX)]
-Name = Annotated[StrictStr, StringConstraints(pattern=NAME_PATTERN, max_length=NAME_MAX)]
-Addr = Annotated[StrictStr, StringConstraints(pattern=ADDR_PATTERN, max_length=NAME_MAX)]
-BrokerId = Annotated[StrictInt, Field(ge=0, le=MAX_ID)]
-Long = Annotated[StrictInt, Field(ge=0, le=MAX_LONG)]
-
 _port = re.compile(ADDR_PATTERN)
 
 
@@ -46,6 +41,13 @@ def _check_port(addr: str) -> str:
         raise ValueError("port must be 1..65535")
     return addr
 
+
+Topic = Annotated[StrictStr, StringConstraints(pattern=NAME_PATTERN, max_length=TOPIC_MAX)]
+Name = Annotated[StrictStr, StringConstraints(pattern=NAME_PATTERN, max_length=NAME_MAX)]
+# every address (broker, HA, filter server) gets the port range check, not only the pattern
+Addr = Annotated[StrictStr, StringConstraints(pattern=ADDR_PATTERN, max_length=NAME_MAX), AfterValidator(_check_port)]
+BrokerId = Annotated[StrictInt, Field(ge=0, le=MAX_ID)]
+Long = Annotated[StrictInt, Field(ge=0, le=MAX_LONG)]
 
 class _Doc(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -98,8 +100,6 @@ class BrokerIdentity(_Doc):
     brokerAddr: Addr
     brokerName: Name
     brokerId: BrokerId
-
-    _addr = field_validator("brokerAddr")(classmethod(lambda cls, v: _check_port(v)))
 
 
 class RegisterRequest(BrokerIdentity):

@@ -18,7 +18,7 @@ from redis.asyncio.client import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError, ResponseError
-from redis.retry import Retry
+from redis.asyncio.retry import Retry
 
 from service.config import Settings
 from service.keys import Keys
@@ -98,8 +98,15 @@ class Store:
             raise StoreUnavailable(str(exc) or type(exc).__name__) from exc
 
     async def run(self, name: str, args: Sequence[str | int]) -> Any:
-        """EVALSHA of a named script (redis-py loads it again on NOSCRIPT)."""
+        """EVALSHA of a named script; redis-py loads it again on NOSCRIPT, and a cache
+        flushed again between that load and its retry gets a few more tries."""
         script = self._scripts[name]
+        for _ in range(2):
+            try:
+                return await self.call(script(keys=[self.keys.version], args=list(args)))
+            except StoreUnavailable as exc:
+                if not isinstance(exc.__cause__, NoScriptError):
+                    raise
         return await self.call(script(keys=[self.keys.version], args=list(args)))
 
     async def load_scripts(self) -> None:

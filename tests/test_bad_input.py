@@ -144,3 +144,17 @@ async def test_json_nested_too_deep_is_rejected(client: TestClient, r: redis.Red
     resp = await client.post("/v1/brokers/register", data=deep, headers={"Content-Type": "application/json"})
     assert resp.status == 400
     assert snapshot(r) == seeded
+
+
+@pytest.mark.parametrize("path", ["/v1/routes/a{b}", "/v1/kv/ns/{k}", "/v1/clusters/{c}/topics"])
+async def test_braces_in_names_are_bad_names_not_unknown_endpoints(client: TestClient, path: str) -> None:
+    resp = await client.get(path)
+    assert resp.status == 400 and (await resp.json())["error"] == "INVALID_REQUEST"
+
+
+@pytest.mark.parametrize("field,value", [("haServerAddr", "10.0.0.1:0"), ("haServerAddr", "10.0.0.1:65536"),
+                                         ("filterServerList", ["10.0.0.1:99999"])])
+async def test_every_address_port_is_range_checked(client: TestClient, r: redis.Redis, field: str, value) -> None:
+    resp = await client.post("/v1/brokers/register", json={**registration(), field: value})
+    assert resp.status == 400
+    assert r.dbsize() == 0
