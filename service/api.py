@@ -170,7 +170,7 @@ async def get_route(request: web.Request) -> web.Response:
             return make_answer(route.version, e.status, orjson.dumps({"error": e.code, "message": e.message}))
         return make_answer(route.version, 200, orjson.dumps(route.data))
 
-    watch = request.query.get("watch")
+    watch = request.query.get("watch") if request.query_string else None
     if watch is None:
         return answer_response(request, await cache.get(("route", topic), fetch))
     # long poll: answer as soon as the route differs from the one the client has
@@ -369,11 +369,12 @@ async def _on_shutdown(app: web.Application) -> None:
 
 
 def create_app(settings: Settings, store: Store | None = None) -> web.Application:
-    tokens = auth.TokenFile(settings.auth_tokens_file) if settings.auth_tokens_file else None
-    app = web.Application(
-        client_max_size=settings.max_body_bytes,
-        middlewares=[metrics.middleware, errors_middleware, auth.middleware(tokens, settings.auth_reads, required_role)],
-    )
+    middlewares = [metrics.middleware, errors_middleware]
+    if settings.auth_tokens_file:
+        # no middleware at all when auth is off: every layer costs on the hot read path
+        tokens = auth.TokenFile(settings.auth_tokens_file)
+        middlewares.append(auth.middleware(tokens, settings.auth_reads, required_role))
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=middlewares)
     app[ROLES] = {}
     app[SETTINGS] = settings
     app[STORE] = store or Store(settings)

@@ -91,11 +91,9 @@ def allowed(role: str | None, required: str, reads: str) -> bool:
     return required == READ or role == ADMIN or role == required
 
 
-def middleware(tokens: TokenFile | None, reads: str, required_of: Callable[[web.Request], str]):
+def middleware(tokens: TokenFile, reads: str, required_of: Callable[[web.Request], str]):
     @web.middleware
     async def auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        if tokens is None:
-            return await handler(request)
         required = required_of(request)
         if required == OPEN or (required == READ and reads == "open"):
             return await handler(request)

@@ -50,7 +50,7 @@ class Registry:
         # its writes at once instead of when the change channel brings the news
         self.on_change = on_change
 
-    async def _change(self, script: str, args: Sequence[str | int]) -> list[Any]:
+    async def _change(self, script: str, args: Sequence[str | int | bytes]) -> list[Any]:
         result = await self.store.run(script, args)
         if self.on_change is not None:
             self.on_change(int(result[0]))
@@ -60,16 +60,15 @@ class Registry:
     async def register(self, req: RegisterRequest) -> dict[str, Any]:
         wrapper = req.topicConfigSerializeWrapper
         timeout = req.heartbeatTimeoutMillis or self.settings.broker_timeout_ms
-        filters = req.filterServerList or []
-        args: list[str | int] = [
+        topics = [[topic, str(tc.readQueueNums), str(tc.writeQueueNums), str(tc.perm), str(tc.topicSysFlag)]
+                  for topic, tc in wrapper.topicConfigTable.items()]
+        args: list[str | int | bytes] = [
             req.clusterName, req.brokerAddr, req.brokerName, req.brokerId,
             req.haServerAddr or "", timeout, wrapper.dataVersion.canonical(),
             "keep" if req.filterServerList is None else "set",
             "1" if self.settings.delete_topic_with_broker_registration else "0",
-            len(wrapper.topicConfigTable), len(filters), *filters,
+            orjson.dumps(topics), orjson.dumps(req.filterServerList or []),
         ]
-        for topic, tc in wrapper.topicConfigTable.items():
-            args += [topic, tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag]
         _version, _changed, master_found, master_addr, master_ha, kv = await self._change("register", args)
         found = bool(int(master_found))
         return {

@@ -26,6 +26,8 @@ class ScanStats:
 
 
 class Scanner:
+    CONCURRENCY = 32
+
     def __init__(self, registry: Registry, interval_ms: int, batch: int = 1000) -> None:
         self.registry = registry
         self.store = registry.store
@@ -47,10 +49,14 @@ class Scanner:
         removed = 0
         while True:
             due = await self.due()
-            for addr in due:
-                if await self.registry.destroy(addr):
-                    removed += 1
-                    log.info("broker %s expired: removed from the route tables", addr)
+            # each removal is its own atomic script; sending a chunk at once overlaps the
+            # round trips instead of paying one per broker
+            for at in range(0, len(due), self.CONCURRENCY):
+                chunk = due[at:at + self.CONCURRENCY]
+                for addr, gone in zip(chunk, await asyncio.gather(*map(self.registry.destroy, chunk))):
+                    if gone:
+                        removed += 1
+                        log.info("broker %s expired: removed from the route tables", addr)
             if len(due) < self.batch:
                 break
         self.stats.passes += 1

@@ -32,6 +32,9 @@ SCRIPTS = (
 )
 
 
+_timeout = getattr(asyncio, "timeout", None)
+
+
 class StoreUnavailable(Exception):
     """Redis could not be reached or did not answer in time; nothing can be assumed done."""
 
@@ -91,6 +94,9 @@ class Store:
     async def call(self, coro: Any) -> Any:
         """Runs one Redis operation within the timeout; any failure is StoreUnavailable."""
         try:
+            if _timeout is not None:  # Python 3.11+: bounds the call without a task of its own
+                async with _timeout(self.timeout):
+                    return await coro
             return await asyncio.wait_for(coro, self.timeout)
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             if isinstance(exc, ResponseError) and not isinstance(exc, NoScriptError):

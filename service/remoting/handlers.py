@@ -283,6 +283,9 @@ async def register_topic(ctx: Context, cmd: Command) -> Command:
             raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: queueDatas.{i}.brokerName is missing or invalid")
         tc = validate(ctx, TopicConfig, {k: q.get(k) for k in ("readQueueNums", "writeQueueNums", "perm")}
                       | {"topicSysFlag": q.get("topicSysFlag", 0)})
+        error = tc.queue_count_error(ctx.settings.max_queue_nums)
+        if error:
+            raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: queueDatas.{i}.{error}")
         rows.append((q["brokerName"], tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag))
     await ctx.registry.register_topic(topic or "", rows)  # unknown broker names: refused whole, answered SUCCESS as RocketMQ does
     return ok(cmd)
