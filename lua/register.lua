@@ -12,6 +12,7 @@
 -- ARGV[10] topic configs, a JSON array of [topic, readQueueNums, writeQueueNums, perm, topicSysFlag],
 --          all strings (one argument: 10,000 topics as 50,000 arguments cost more to send)
 -- ARGV[11] filter server addresses, a JSON array of strings
+-- ARGV[12] channel: the remoting connection this registration came on ('' over HTTP)
 -- Returns {version, changed, masterFound, masterAddr, masterHaAddr, kvFlat}
 local cluster = ARGV[1]
 local addr = ARGV[2]
@@ -24,6 +25,7 @@ local filter_mode = ARGV[8]
 local delete_absent = ARGV[9] == '1'
 local topic_configs = cjson.decode(ARGV[10])
 local filter_servers = cjson.decode(ARGV[11])
+local channel = ARGV[12] or ''
 
 local now = now_ms()
 
@@ -107,7 +109,7 @@ end
 -- 4. brokerLiveTable, with the key TTL and the deadline index
 redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name,
   'brokerId', id, 'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout),
-  'dataVersion', data_version)
+  'dataVersion', data_version, 'channel', channel)
 touch_live(addr, now, timeout)
 redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster,
   'brokerName', name, 'brokerId', id)

@@ -57,7 +57,8 @@ class Registry:
         return result
 
     # ------------------------------------------------------------------ broker-facing
-    async def register(self, req: RegisterRequest) -> dict[str, Any]:
+    async def register(self, req: RegisterRequest, channel: str = "") -> dict[str, Any]:
+        """``channel``: the remoting connection it came on, whose close may remove it."""
         wrapper = req.topicConfigSerializeWrapper
         timeout = req.heartbeatTimeoutMillis or self.settings.broker_timeout_ms
         topics = [[topic, str(tc.readQueueNums), str(tc.writeQueueNums), str(tc.perm), str(tc.topicSysFlag)]
@@ -67,7 +68,7 @@ class Registry:
             req.haServerAddr or "", timeout, wrapper.dataVersion.canonical(),
             "keep" if req.filterServerList is None else "set",
             "1" if self.settings.delete_topic_with_broker_registration else "0",
-            orjson.dumps(topics), orjson.dumps(req.filterServerList or []),
+            orjson.dumps(topics), orjson.dumps(req.filterServerList or []), channel,
         ]
         _version, _changed, master_found, master_addr, master_ha, kv = await self._change("register", args)
         found = bool(int(master_found))
@@ -77,13 +78,13 @@ class Registry:
             "kvTable": _pairs(kv),
         }
 
-    async def heartbeat(self, req: HeartbeatRequest) -> bool:
+    async def heartbeat(self, req: HeartbeatRequest, channel: str = "") -> bool:
         """True when the broker is registered and alive (its liveness is then refreshed)."""
-        result = await self.store.run("heartbeat", [req.brokerAddr, req.brokerName, req.brokerId])
+        result = await self.store.run("heartbeat", [req.brokerAddr, req.brokerName, req.brokerId, channel])
         return bool(int(result[0]))
 
-    async def query_data_version(self, req: QueryDataVersionRequest) -> dict[str, Any]:
-        result = await self.store.run("heartbeat", [req.brokerAddr, req.brokerName, req.brokerId])
+    async def query_data_version(self, req: QueryDataVersionRequest, channel: str = "") -> dict[str, Any]:
+        result = await self.store.run("heartbeat", [req.brokerAddr, req.brokerName, req.brokerId, channel])
         stored = _s(result[1]) if int(result[0]) and result[1] else None
         return {
             "changed": stored != req.dataVersion.canonical(),
@@ -92,6 +93,11 @@ class Registry:
 
     async def unregister(self, req: UnregisterRequest) -> None:
         await self._change("unregister", [req.clusterName, req.brokerAddr, req.brokerName, req.brokerId])
+
+    async def channel_closed(self, addr: str, channel: str) -> bool:
+        """A remoting connection closed; True when the broker it still owned was removed."""
+        result = await self._change("channel_closed", [addr, channel])
+        return bool(int(result[1]))
 
     async def destroy(self, addr: str) -> bool:
         """Expiry of one address; True when it was due and removed."""

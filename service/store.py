@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 SCRIPTS = (
     "register", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
-    "kv_put", "kv_delete", "register_topic", "route", "cluster_info", "topic_lists",
+    "kv_put", "kv_delete", "register_topic", "channel_closed", "route", "cluster_info", "topic_lists",
     "live_brokers", "topic_summary",
 )
 

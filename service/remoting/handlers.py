@@ -10,6 +10,8 @@ changed by a request that is refused.
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 import logging
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -38,6 +40,26 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 STORE_UNAVAILABLE = "the route store is unavailable; nothing was changed, retry"
+
+
+@dataclass
+class Channel:
+    """One client connection: its id, and the brokers that registered or refreshed on it."""
+
+    id: str
+    brokers: set[str] = field(default_factory=set)
+
+
+# the connection a request came on; set by the server for each connection's tasks
+CHANNEL: ContextVar[Channel | None] = ContextVar("remoting_channel", default=None)
+
+
+def channel_id(addr: str) -> str:
+    channel = CHANNEL.get()
+    if channel is None:
+        return ""
+    channel.brokers.add(addr)
+    return channel.id
 
 
 class RemotingError(Exception):
@@ -158,7 +180,7 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     if "filterServerList" in doc:
         data["filterServerList"] = doc["filterServerList"] if doc["filterServerList"] is not None else []
     req = validate(ctx, RegisterRequest, data)
-    result = await ctx.registry.register(req)
+    result = await ctx.registry.register(req, channel_id(req.brokerAddr))
     ext = {k: result[k] for k in ("masterAddr", "haServerAddr") if result.get(k)}
     body = bodies.kv_table(result["kvTable"]) if result["kvTable"] else b""
     return ok(cmd, ext, body)
@@ -184,7 +206,7 @@ async def broker_heartbeat(ctx: Context, cmd: Command) -> Command:
             return ok(cmd)  # not registered: nothing to refresh, as in RocketMQ
         data["brokerId"] = int(raw)
     req = validate(ctx, HeartbeatRequest, data)
-    await ctx.registry.heartbeat(req)  # RocketMQ answers SUCCESS whether or not it was known
+    await ctx.registry.heartbeat(req, channel_id(req.brokerAddr))  # RocketMQ answers SUCCESS whether or not it was known
     return ok(cmd)
 
 
@@ -192,7 +214,7 @@ async def query_data_version(ctx: Context, cmd: Command) -> Command:
     data = identity(cmd)
     data["dataVersion"] = body_doc(cmd, "DataVersion")
     req = validate(ctx, QueryDataVersionRequest, data)
-    result = await ctx.registry.query_data_version(req)
+    result = await ctx.registry.query_data_version(req, channel_id(req.brokerAddr))
     stored = result["nameServerDataVersion"]
     body = bodies.data_version(stored) if stored else b""
     return ok(cmd, {"changed": "true" if result["changed"] else "false"}, body)

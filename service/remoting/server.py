@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import itertools
 import socket
+import uuid
 from collections import Counter
 from typing import Any
 
 from service.remoting import codec, codes
-from service.remoting.handlers import Context, dispatch
+from service.remoting.handlers import CHANNEL, Channel, Context, dispatch
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,9 @@ class RemotingServer:
         self.server: asyncio.Server | None = None
         self._bound: int | None = None
         self.connections: set[asyncio.Task[None]] = set()
+        # channel ids unique across workers and restarts: this server's id plus a counter
+        self._server_id = uuid.uuid4().hex[:12]
+        self._sequence = itertools.count(1)
 
     @property
     def bound_port(self) -> int:
@@ -74,6 +79,9 @@ class RemotingServer:
         peer = writer.get_extra_info("peername")
         in_flight: set[asyncio.Task[None]] = set()
         slots = asyncio.Semaphore(self.max_in_flight)
+        channel = Channel(f"{self._server_id}/{next(self._sequence)}")
+        CHANNEL.set(channel)  # this connection's request tasks inherit it
+        closed_by_peer = True
         try:
             while True:
                 try:
@@ -101,16 +109,28 @@ class RemotingServer:
         except (ConnectionError, OSError) as e:
             log.debug("connection %s lost: %s", peer, e)
         except asyncio.CancelledError:
-            pass  # server stopping: close without touching any broker's routes
+            closed_by_peer = False  # server stopping: close without touching any broker's routes
         finally:
             for t in in_flight:
                 t.cancel()
+            if closed_by_peer and channel.brokers:
+                await self._channel_closed(channel)
             writer.close()
             try:
                 await asyncio.wait_for(writer.wait_closed(), 1)
             except (ConnectionError, OSError, asyncio.TimeoutError, asyncio.CancelledError):
                 pass
             self.connections.discard(task)
+
+    async def _channel_closed(self, channel: Channel) -> None:
+        """As RocketMQ does when a broker's connection closes: its routes go at once, unless
+        the broker has since registered or refreshed through another connection or HTTP."""
+        for addr in channel.brokers:
+            try:
+                if await self.ctx.registry.channel_closed(addr, channel.id):
+                    log.info("broker %s removed: its connection %s closed", addr, channel.id)
+            except Exception as e:  # the TTL and the scanner still remove it in time
+                log.warning("could not act on the close of %s for %s: %s", channel.id, addr, e)
 
     async def _request(self, cmd: codec.Command, writer: asyncio.StreamWriter) -> None:
         async with self.running:
