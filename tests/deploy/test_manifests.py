@@ -413,7 +413,8 @@ def test_analytics_cronjob_runs_spark_submit_with_spark_redis():
     dockerfile = DOCKERFILE.read_text()
     assert f"SPARK_REDIS_PACKAGE={SPARK_REDIS}" in dockerfile
     assert "/opt/rmq/analytics_driver.py" in script and "/opt/rmq/analytics_driver.py" in dockerfile
-    assert re.search(r"analytics_driver\.py[\s\\]+snapshot\b", script)
+    assert re.search(r"analytics_driver\.py[\s\\]+all\b", script)
+    assert "--history /out/history" in script, "every run appends to one trend"
     assert "spark.jars.ivy=/tmp/" in script, "the root filesystem is read-only: Ivy must write under /tmp"
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     out = next(v for v in pod["volumes"] if v["name"] == mounts["/out"])
