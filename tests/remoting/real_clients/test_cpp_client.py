@@ -77,7 +77,7 @@ async def test_cpp_producer_takes_the_route_from_our_endpoint(worker: Worker, tm
     assert broker.connections >= 1, f"the producer never connected to the registered broker; result {result}"
     sends = [s for s in broker.seen if s.code in (SEND_MESSAGE, SEND_MESSAGE_V2)]
     assert sends, [(s.code, s.language) for s in broker.seen]
-    assert sends[0].language == "CPP"
+    assert sends[0].language == "CPP" and sends[0].ext.get("topic") == "CppTopic"
     assert not result["sent"], result  # nobody stores messages at the fake broker
 
 

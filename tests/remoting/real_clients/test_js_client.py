@@ -17,7 +17,7 @@ from tests.calls import register as http_register
 from tests.calls import route as http_route
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import identity
-from tests.remoting.real_clients.helpers import JsSession, need_node, run_node
+from tests.remoting.real_clients.helpers import JsSession, RecordingProxy, need_node, run_node
 from tests.remoting.real_clients.js_frames import js_register
 from tests.remoting.test_interop import normal
 
@@ -145,3 +145,23 @@ async def test_unregister(worker: Worker, js: JsSession) -> None:
 async def test_missing_header_field(worker: Worker, js: JsSession) -> None:
     answer = await js.call(codes.GET_ROUTEINFO_BY_TOPIC, {})
     assert answer["code"] == 1 and answer["remark"] == "the custom field <topic> is null"  # RocketMQ's wording
+
+
+async def test_what_ali_ons_sends_and_gets(worker: Worker) -> None:
+    """Through a recording proxy: JSON headers, language JAVA, version 121; answers JAVA 479, by opaque."""
+    proxy = RecordingProxy(worker.port)
+    port = await proxy.start()
+    session = await JsSession.start(port)
+    try:
+        await js_register(session, registration(topics=["Seen"]))
+        await session.route("Seen")
+        await session.call(codes.GET_BROKER_CLUSTER_INFO)
+    finally:
+        await session.exit()
+        await proxy.stop()
+    sent = proxy.requests()
+    assert [s.code for s in sent] == [codes.REGISTER_BROKER, codes.GET_ROUTEINFO_BY_TOPIC, codes.GET_BROKER_CLUSTER_INFO]
+    assert {(s.language, s.version, s.serialize, s.flag) for s in sent} == {("JAVA", 121, 0, 0)}
+    for s in sent:
+        [answer] = proxy.answers_to(s)
+        assert (answer.code, answer.language, answer.version, answer.flag, answer.serialize) == (0, "JAVA", 479, 1, 0)
