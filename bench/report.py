@@ -21,6 +21,7 @@ TITLES = {
     "scanner_pass": "4. Expiry scanner pass (median)",
     "redis_memory": "5. Redis memory",
     "scale_workers": "6. Workers on one Redis (cached route reads, 64 connections)",
+    "tcp_route_query": "7. Route query over RocketMQ's protocol (TCP), one worker",
 }
 
 
