@@ -117,6 +117,18 @@ local function forget_address(addr)
   return had_filters
 end
 
+-- Removes an address found by its identity row (expiry, connection close): its own
+-- rows, then its place in its group, cascading as detach does.
+local function remove_address(addr)
+  local name = redis.call('HGET', K.member(addr), 'brokerName')
+  if forget_address(addr) then
+    changed = true
+  end
+  if name and detach(name, addr) then
+    changed = true
+  end
+end
+
 -- Brings a live row's deadline to now + its timeout (key TTL and index together).
 local function touch_live(addr, now, timeout)
   redis.call('HSET', K.live(addr), 'lastUpdateTimestamp', int(now))

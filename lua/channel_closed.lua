@@ -12,11 +12,5 @@ local channel = ARGV[2]
 if channel == '' or redis.call('HGET', K.live(addr), 'channel') ~= channel then
   return {redis.call('GET', KEYS[1]) or '0', 0}
 end
-local name = redis.call('HGET', K.member(addr), 'brokerName')
-if forget_address(addr) then
-  changed = true
-end
-if name and detach(name, addr) then
-  changed = true
-end
+remove_address(addr)
 return {publish_if_changed(), 1}

@@ -12,12 +12,6 @@ if not deadline or tonumber(deadline) > now_ms() then
 end
 
 -- The live row may already be gone (key TTL); the identity row outlives it for this.
-local name = redis.call('HGET', K.member(addr), 'brokerName')
-if forget_address(addr) then
-  changed = true
-end
-if name and detach(name, addr) then
-  changed = true
-end
+remove_address(addr)
 
 return {publish_if_changed(), 1}
