@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from service import auth, metrics
 from service.cache import Answer, ReadCache, make_answer
 from service.config import Settings
+from service.logs import REQUEST_ID, new_request_id
 from service.errors import ApiError, error_response, invalid, topic_not_exist
 from service.models import (
     TOPIC_MAX,
@@ -58,6 +59,15 @@ def ok() -> web.Response:
 
 @web.middleware
 async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    # the request id goes into every log line written for this request, and back to the caller
+    request_id = request.headers.get("X-Request-Id") or new_request_id()
+    REQUEST_ID.set(request_id)
+    response = await _answer_errors(request, handler)
+    response.headers["X-Request-Id"] = request_id
+    return response
+
+
+async def _answer_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as e:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 
+from service import logs
 from service.config import Settings, from_env
 
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     settings = from_env()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(settings.log_level, settings.log_format)
     if args.command == "serve":
         return _serve(settings.with_overrides(host=args.host, port=args.port, redis_url=args.redis_url,
                                               remoting_port=args.remoting_port))

@@ -43,6 +43,7 @@ class Settings:
     auth_tokens_file: str | None = None
     auth_reads: str = "open"
     log_level: str = "INFO"
+    log_format: str = "text"
     drain_ms: int = 0
     shutdown_timeout_ms: int = 20_000
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -80,6 +81,7 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_AUTH_TOKENS_FILE": ("auth_tokens_file", str),
     "RMQ_AUTH_READS": ("auth_reads", str),
     "RMQ_LOG_LEVEL": ("log_level", str),
+    "RMQ_LOG_FORMAT": ("log_format", str),
     "RMQ_DRAIN_MS": ("drain_ms", int),
     "RMQ_SHUTDOWN_TIMEOUT_MS": ("shutdown_timeout_ms", int),
 }
@@ -102,6 +104,8 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         raise SystemExit(f"RMQ_REMOTING_PORT must be 0 (off) or a port, not {settings.remoting_port}")
     if settings.version_poll_ms >= settings.max_staleness_ms > 0:
         raise SystemExit("RMQ_VERSION_POLL_MS must be below RMQ_MAX_STALENESS_MS, or the cache would never be fresh")
+    if settings.log_format not in ("text", "json"):
+        raise SystemExit(f"RMQ_LOG_FORMAT must be 'text' or 'json', not {settings.log_format!r}")
     if settings.auth_reads not in ("open", "token"):
         raise SystemExit(f"RMQ_AUTH_READS must be 'open' or 'token', not {settings.auth_reads!r}")
     return settings

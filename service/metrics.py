@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable, Iterator
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class _Collector(Collector):
     def __init__(self, tally: RequestTally, scanner: "Scanner") -> None:
         self.tally = tally
         self.scanner = scanner
+        self.registry = scanner.registry
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily("rmq_http_requests", "HTTP requests", labels=["method", "route", "status"])
@@ -55,7 +56,18 @@ class _Collector(Collector):
                 buckets.append((bound, cumulative))
             latency.add_metric([route], buckets, self.tally.sums[route])
         yield latency
+        operations = CounterMetricFamily("rmq_table_changes", "changes this worker applied, by script (register, heartbeat, ...)",
+                                         labels=["script"])
+        for script, n in sorted(self.registry.operations.items()):
+            operations.add_metric([script], n)
+        yield operations
+        yield CounterMetricFamily("rmq_redis_errors", "Redis calls that failed or timed out",
+                                  value=self.registry.store.errors)
         stats = self.scanner.stats
+        yield GaugeMetricFamily("rmq_scanner_lag_ms", "how far past its deadline the most overdue broker was at the last scan",
+                                value=stats.lag_ms)
+        yield GaugeMetricFamily("rmq_live_brokers", "broker addresses with a deadline (all workers' view)", value=stats.live_brokers)
+        yield GaugeMetricFamily("rmq_topics", "topics with at least one QueueData", value=stats.topics)
         yield CounterMetricFamily("rmq_scanner_passes", "expiry scanner passes", value=stats.passes)
         yield CounterMetricFamily("rmq_scanner_expired_brokers", "brokers this worker removed on expiry", value=stats.expired)
         yield CounterMetricFamily("rmq_scanner_failures", "scanner passes that failed", value=stats.failures)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -49,9 +50,11 @@ class Registry:
         # told the table version each change script left, so this worker's own cache reads
         # its writes at once instead of when the change channel brings the news
         self.on_change = on_change
+        self.operations: Counter[str] = Counter()  # applied changes by script (for /metrics)
 
     async def _change(self, script: str, args: Sequence[str | int | bytes]) -> list[Any]:
         result = await self.store.run(script, args)
+        self.operations[script] += 1
         if self.on_change is not None:
             self.on_change(int(result[0]))
         return result
@@ -81,6 +84,7 @@ class Registry:
     async def heartbeat(self, req: HeartbeatRequest, channel: str = "") -> bool:
         """True when the broker is registered and alive (its liveness is then refreshed)."""
         result = await self.store.run("heartbeat", [req.brokerAddr, req.brokerName, req.brokerId, channel])
+        self.operations["heartbeat"] += 1
         return bool(int(result[0]))
 
     async def query_data_version(self, req: QueryDataVersionRequest, channel: str = "") -> dict[str, Any]:

@@ -23,6 +23,9 @@ class ScanStats:
     passes: int = 0
     expired: int = 0
     failures: int = 0
+    lag_ms: int = 0  # how long past its deadline the most overdue broker was at the last pass
+    live_brokers: int = 0  # addresses with a deadline, at the last pass
+    topics: int = 0
 
 
 class Scanner:
@@ -35,14 +38,24 @@ class Scanner:
         self.batch = batch
         self.stats = ScanStats()
 
+    async def now_ms(self) -> int:
+        seconds, micros = await self.store.call(self.store.redis.time())
+        return seconds * 1000 + micros // 1000
+
     async def due(self) -> list[str]:
-        redis = self.store.redis
-        seconds, micros = await self.store.call(redis.time())
-        now_ms = seconds * 1000 + micros // 1000
         raw = await self.store.call(
-            redis.zrangebyscore(self.store.keys.expiry, "-inf", now_ms, start=0, num=self.batch)
+            self.store.redis.zrangebyscore(self.store.keys.expiry, "-inf", await self.now_ms(), start=0, num=self.batch)
         )
         return [a.decode() if isinstance(a, bytes) else a for a in raw]
+
+    async def observe_tables(self) -> None:
+        """The gauges of /metrics: scanner lag, live brokers, topics (three cheap reads a pass)."""
+        keys, redis = self.store.keys, self.store.redis
+        oldest = await self.store.call(redis.zrange(keys.expiry, 0, 0, withscores=True))
+        now = await self.now_ms()
+        self.stats.lag_ms = max(0, now - int(oldest[0][1])) if oldest else 0
+        self.stats.live_brokers = await self.store.call(redis.zcard(keys.expiry))
+        self.stats.topics = await self.store.call(redis.scard(keys.topics))
 
     async def scan_once(self) -> int:
         """One pass; returns how many brokers this worker removed."""
@@ -66,6 +79,7 @@ class Scanner:
     async def run(self) -> None:
         while True:
             try:
+                await self.observe_tables()
                 await self.scan_once()
             except StoreUnavailable as exc:
                 self.stats.failures += 1

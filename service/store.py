@@ -88,6 +88,7 @@ class Store:
         self.keys = Keys(settings.key_prefix)
         self.redis: Redis = client if client is not None else connect(settings)
         self.timeout = settings.redis_timeout_ms / 1000
+        self.errors = 0  # calls that failed as unavailable (for /metrics)
         self._sources = load_sources()
         self._scripts = {name: self.redis.register_script(src) for name, src in self._sources.items()}
 
@@ -101,6 +102,7 @@ class Store:
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             if isinstance(exc, ResponseError) and not isinstance(exc, NoScriptError):
                 raise  # a script bug, not an outage: let it surface as a 500 and in logs
+            self.errors += 1
             raise StoreUnavailable(str(exc) or type(exc).__name__) from exc
 
     async def run(self, name: str, args: Sequence[str | int]) -> Any:

@@ -87,3 +87,42 @@ async def test_embedded_store_serves_registration_and_expiry(aiohttp_client) -> 
     assert await route(client, "TopicTest") is not None
     await asyncio.sleep(0.7)
     assert await route(client, "TopicTest") is None
+
+
+async def test_metrics_show_changes_gauges_and_redis_errors(client: TestClient) -> None:
+    from service.api import SCANNER
+
+    await register(client, registration(topics=["T1", "T2"]))
+    await client.post("/v1/brokers/heartbeat", json={k: registration()[k] for k in
+                                                     ("clusterName", "brokerAddr", "brokerName", "brokerId")})
+    await client.app[SCANNER].observe_tables()
+    text = await (await client.get("/metrics")).text()
+    assert 'rmq_table_changes_total{script="register"} 1.0' in text
+    assert 'rmq_table_changes_total{script="heartbeat"} 1.0' in text
+    assert "rmq_live_brokers 1.0" in text and "rmq_topics 2.0" in text
+    assert "rmq_scanner_lag_ms 0.0" in text
+    assert "rmq_redis_errors_total 0.0" in text
+
+
+async def test_request_id_is_echoed_or_made(client: TestClient) -> None:
+    given = await client.get("/healthz", headers={"X-Request-Id": "abc-123"})
+    assert given.headers["X-Request-Id"] == "abc-123"
+    made = [(await client.get("/healthz")).headers["X-Request-Id"] for _ in range(2)]
+    assert made[0] != made[1] and all(made)
+
+
+def test_json_log_lines_carry_the_request_id(capsys) -> None:
+    import json
+    import logging
+
+    from service import logs
+
+    logs.setup("INFO", "json")
+    token = logs.REQUEST_ID.set("req-7")
+    try:
+        logging.getLogger("service.test").warning("something happened")
+    finally:
+        logs.REQUEST_ID.reset(token)
+        logs.setup("WARNING", "text")
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert line["message"] == "something happened" and line["requestId"] == "req-7" and line["level"] == "WARNING"
