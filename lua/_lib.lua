@@ -70,7 +70,10 @@ local function put_queue(topic, name, r, w, p, f)
 end
 
 -- Removes one QueueData, and the topic itself when no broker serves it any more.
+-- The group's queues are then no longer all its master registered, so its next
+-- unchanged registration must take the full path and bring them back.
 local function drop_queue(topic, name)
+  redis.call('HDEL', K.broker(name), 'queuesIntact')
   redis.call('DEL', K.queue(topic, name))
   redis.call('SREM', K.broker_topics(name), topic)
   redis.call('SREM', K.topic(topic), name)
@@ -134,6 +137,22 @@ local function touch_live(addr, now, timeout)
   redis.call('HSET', K.live(addr), 'lastUpdateTimestamp', int(now))
   redis.call('PEXPIRE', K.live(addr), timeout)
   redis.call('ZADD', K.expiry(), int(now + timeout), addr)
+end
+
+-- The answer to a registration: a slave learns its master when the master is alive;
+-- every broker gets the ORDER_TOPIC_CONFIG namespace.
+local function registration_answer(name, id)
+  local master_found, master_addr, master_ha = 0, '', ''
+  if id ~= '0' then
+    local m = redis.call('HGET', K.addrs(name), '0')
+    if m then
+      local m_ha = redis.call('HGET', K.live(m), 'haServerAddr')
+      if m_ha then
+        master_found, master_addr, master_ha = 1, m, m_ha
+      end
+    end
+  end
+  return master_found, master_addr, master_ha, redis.call('HGETALL', K.kv(ORDER_TOPIC_CONFIG))
 end
 
 -- ---------------------------------------------------------------- script body follows

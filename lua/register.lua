@@ -13,6 +13,7 @@
 --          all strings (one argument: 10,000 topics as 50,000 arguments cost more to send)
 -- ARGV[11] filter server addresses, a JSON array of strings
 -- ARGV[12] channel: the remoting connection this registration came on ('' over HTTP)
+-- ARGV[13] digest of the request body ('' when unknown), kept for register_unchanged.lua
 -- Returns {version, changed, masterFound, masterAddr, masterHaAddr, kvFlat}
 local cluster = ARGV[1]
 local addr = ARGV[2]
@@ -26,6 +27,7 @@ local delete_absent = ARGV[9] == '1'
 local topic_configs = cjson.decode(ARGV[10])
 local filter_servers = cjson.decode(ARGV[11])
 local channel = ARGV[12] or ''
+local body_digest = ARGV[13] or ''
 
 local now = now_ms()
 
@@ -109,7 +111,7 @@ end
 -- 4. brokerLiveTable, with the key TTL and the deadline index
 redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name,
   'brokerId', id, 'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout),
-  'dataVersion', data_version, 'channel', channel)
+  'dataVersion', data_version, 'channel', channel, 'bodyDigest', body_digest)
 touch_live(addr, now, timeout)
 redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster,
   'brokerName', name, 'brokerId', id)
@@ -131,18 +133,12 @@ if filter_mode == 'set' then
   end
 end
 
--- 6. the answer: a slave learns its master when the master is alive
-local master_found, master_addr, master_ha = 0, '', ''
-if id ~= '0' then
-  local m = redis.call('HGET', K.addrs(name), '0')
-  if m then
-    local m_ha = redis.call('HGET', K.live(m), 'haServerAddr')
-    if m_ha then
-      master_found, master_addr, master_ha = 1, m, m_ha
-    end
-  end
+-- every QueueData of the master's config is in place now
+if id == '0' then
+  redis.call('HSET', K.broker(name), 'queuesIntact', '1')
 end
-local kv = redis.call('HGETALL', K.kv(ORDER_TOPIC_CONFIG))
 
+-- 6. the answer
+local master_found, master_addr, master_ha, kv = registration_answer(name, id)
 local version = publish_if_changed()
 return {version, changed and 1 or 0, master_found, master_addr, master_ha, kv}

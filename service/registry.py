@@ -60,8 +60,27 @@ class Registry:
         return result
 
     # ------------------------------------------------------------------ broker-facing
-    async def register(self, req: RegisterRequest, channel: str = "") -> dict[str, Any]:
-        """``channel``: the remoting connection it came on, whose close may remove it."""
+    async def register_unchanged(self, addr: str, digest: str, channel: str = "") -> dict[str, Any] | None:
+        """The answer when ``digest`` is the body this address last registered in full and
+        nothing changed since (liveness refreshed); None when a full registration is needed."""
+        result = await self.store.run("register_unchanged", [addr, digest, channel])
+        if not int(result[0]):
+            return None
+        self.operations["register_unchanged"] += 1
+        return self._answer(*result[1:])
+
+    @staticmethod
+    def _answer(master_found: Any, master_addr: Any, master_ha: Any, kv: list[Any]) -> dict[str, Any]:
+        found = bool(int(master_found))
+        return {
+            "masterAddr": _s(master_addr) if found else None,
+            "haServerAddr": (_s(master_ha) or None) if found else None,
+            "kvTable": _pairs(kv),
+        }
+
+    async def register(self, req: RegisterRequest, channel: str = "", digest: str = "") -> dict[str, Any]:
+        """``channel``: the remoting connection it came on, whose close may remove it;
+        ``digest``: of the request body, so the next identical one takes the fast path."""
         wrapper = req.topicConfigSerializeWrapper
         timeout = req.heartbeatTimeoutMillis or self.settings.broker_timeout_ms
         topics = [[topic, str(tc.readQueueNums), str(tc.writeQueueNums), str(tc.perm), str(tc.topicSysFlag)]
@@ -71,15 +90,10 @@ class Registry:
             req.haServerAddr or "", timeout, wrapper.dataVersion.canonical(),
             "keep" if req.filterServerList is None else "set",
             "1" if self.settings.delete_topic_with_broker_registration else "0",
-            orjson.dumps(topics), orjson.dumps(req.filterServerList or []), channel,
+            orjson.dumps(topics), orjson.dumps(req.filterServerList or []), channel, digest,
         ]
-        _version, _changed, master_found, master_addr, master_ha, kv = await self._change("register", args)
-        found = bool(int(master_found))
-        return {
-            "masterAddr": _s(master_addr) if found else None,
-            "haServerAddr": (_s(master_ha) or None) if found else None,
-            "kvTable": _pairs(kv),
-        }
+        _version, _changed, *answer = await self._change("register", args)
+        return self._answer(*answer)
 
     async def heartbeat(self, req: HeartbeatRequest, channel: str = "") -> bool:
         """True when the broker is registered and alive (its liveness is then refreshed)."""

@@ -26,7 +26,7 @@ from service.keys import Keys
 log = logging.getLogger(__name__)
 
 SCRIPTS = (
-    "register", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
+    "register", "register_unchanged", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
     "kv_put", "kv_delete", "register_topic", "channel_closed", "route", "cluster_info", "topic_lists",
     "live_brokers", "topic_summary",
 )

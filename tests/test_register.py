@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import redis
 from aiohttp.test_utils import TestClient
 
@@ -195,3 +197,47 @@ async def test_a_visible_change_bumps_the_version_and_publishes_it(client: TestC
     message = pubsub.get_message(timeout=2)
     pubsub.close()
     assert message is not None and message["data"] == r.get(K.version) == "1"
+
+
+async def test_identical_reregistration_takes_the_fast_path_and_refreshes_liveness(client: TestClient, r: redis.Redis) -> None:
+    from service.api import REGISTRY
+
+    reg = registration(topics=[f"T{i}" for i in range(50)], timeout_ms=30_000)
+    await register(client, reg)
+    r.hset(K.live("10.0.0.1:10911"), "lastUpdateTimestamp", 1)
+    await register(client, reg)
+    assert client.app[REGISTRY].operations["register_unchanged"] == 1
+    assert int(r.hget(K.live("10.0.0.1:10911"), "lastUpdateTimestamp")) > 1
+    assert r.pttl(K.live("10.0.0.1:10911")) > 29_000
+
+
+async def test_fast_path_answer_carries_current_kv_and_master(client: TestClient) -> None:
+    await register(client, registration(addr="10.0.0.1:10911", broker_id=0))
+    slave = registration(addr="10.0.0.2:10911", broker_id=1)
+    await register(client, slave)
+    await client.put("/v1/kv/ORDER_TOPIC_CONFIG/TopicTest", json={"value": "broker-a:8"})
+    answer = await register(client, slave)
+    assert answer == {"masterAddr": "10.0.0.1:10911", "haServerAddr": "10.0.0.1:10912",
+                      "kvTable": {"TopicTest": "broker-a:8"}}
+
+
+async def test_identical_body_after_expiry_registers_in_full(client: TestClient, r: redis.Redis, consistent: None) -> None:
+    from service.api import REGISTRY, SCANNER
+
+    reg = registration(timeout_ms=200)
+    await register(client, reg)
+    await asyncio.sleep(0.35)
+    await client.app[SCANNER].scan_once()
+    assert await route(client, "TopicTest") is None
+    await register(client, reg)
+    assert client.app[REGISTRY].operations["register_unchanged"] == 0
+    assert await route(client, "TopicTest") is not None
+
+
+async def test_identical_body_after_a_wipe_keeps_the_wiped_permission(client: TestClient) -> None:
+    # as the full path would: an unchanged dataVersion does not rewrite existing QueueData
+    reg = registration()
+    await register(client, reg)
+    await client.post("/v1/brokers/broker-a/wipe-write-perm")
+    await register(client, reg)
+    assert (await route(client, "TopicTest"))["queueDatas"][0]["perm"] == 4

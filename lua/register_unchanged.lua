@@ -1,0 +1,29 @@
+-- The fast path of a periodic re-registration whose body is byte for byte the one this
+-- address last registered in full: nothing in the tables can differ from what that
+-- registration left, unless the address's place changed or one of its group's
+-- QueueData was removed since (drop_queue clears queuesIntact), so only liveness is
+-- refreshed. Anything else answers {0} and the caller registers in full.
+-- KEYS[1] version counter
+-- ARGV[1] brokerAddr
+-- ARGV[2] digest of the request body
+-- ARGV[3] channel: the remoting connection it came on ('' over HTTP)
+-- Returns {0}, or {1, masterFound, masterAddr, masterHaAddr, kvFlat}
+local addr, digest, channel = ARGV[1], ARGV[2], ARGV[3]
+
+local row = redis.call('HMGET', K.live(addr), 'bodyDigest', 'brokerName', 'brokerId', 'cluster',
+  'heartbeatTimeoutMillis')
+if digest == '' or row[1] ~= digest then
+  return {0}
+end
+local name, id, cluster = row[2], row[3], row[4]
+if redis.call('HGET', K.addrs(name), id) ~= addr or redis.call('HGET', K.broker(name), 'cluster') ~= cluster then
+  return {0}
+end
+if id == '0' and redis.call('HGET', K.broker(name), 'queuesIntact') ~= '1' then
+  return {0}
+end
+
+touch_live(addr, now_ms(), tonumber(row[5]))
+redis.call('HSET', K.live(addr), 'channel', channel)
+local master_found, master_addr, master_ha, kv = registration_answer(name, id)
+return {1, master_found, master_addr, master_ha, kv}
