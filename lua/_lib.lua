@@ -17,6 +17,7 @@ function K.live(a) return TAG .. ':live:' .. a end
 function K.expiry() return TAG .. ':expiry' end
 function K.member(a) return TAG .. ':member:' .. a end
 function K.filter(a) return TAG .. ':filter:' .. a end
+function K.body_digests() return TAG .. ':body-digests' end
 function K.kv_namespaces() return TAG .. ':kv-namespaces' end
 function K.kv(ns) return TAG .. ':kv:' .. ns end
 function K.changes() return TAG .. ':changes' end
@@ -114,6 +115,10 @@ end
 -- Forgets the per-address rows: live, deadline, identity, filter servers.
 -- Returns true when a filter server list (visible in routes) went with them.
 local function forget_address(addr)
+  local digest = redis.call('HGET', K.member(addr), 'bodyDigest')
+  if digest then
+    redis.call('HDEL', K.body_digests(), digest)
+  end
   local had_filters = redis.call('DEL', K.filter(addr)) == 1
   redis.call('DEL', K.live(addr), K.member(addr))
   redis.call('ZREM', K.expiry(), addr)

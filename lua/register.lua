@@ -111,10 +111,17 @@ end
 -- 4. brokerLiveTable, with the key TTL and the deadline index
 redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name,
   'brokerId', id, 'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout),
-  'dataVersion', data_version, 'channel', channel, 'bodyDigest', body_digest)
+  'dataVersion', data_version, 'channel', channel)
 touch_live(addr, now, timeout)
+local old_digest = redis.call('HGET', K.member(addr), 'bodyDigest')
+if old_digest and old_digest ~= body_digest then
+  redis.call('HDEL', K.body_digests(), old_digest)
+end
 redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster,
-  'brokerName', name, 'brokerId', id)
+  'brokerName', name, 'brokerId', id, 'bodyDigest', body_digest)
+if body_digest ~= '' then
+  redis.call('HSET', K.body_digests(), body_digest, addr)
+end
 
 -- 5. filterServerTable: absent leaves it, empty removes it, non-empty replaces it
 if filter_mode == 'set' then

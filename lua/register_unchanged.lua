@@ -3,19 +3,23 @@
 -- registration left, unless the address's place changed or one of its group's
 -- QueueData was removed since (drop_queue clears queuesIntact), so only liveness is
 -- refreshed. Anything else answers {0} and the caller registers in full.
+-- The body is found by its digest alone, so the caller need not even parse it.
 -- KEYS[1] version counter
--- ARGV[1] brokerAddr
--- ARGV[2] digest of the request body
--- ARGV[3] channel: the remoting connection it came on ('' over HTTP)
+-- ARGV[1] digest of the request body
+-- ARGV[2] channel: the remoting connection it came on ('' over HTTP)
 -- Returns {0}, or {1, masterFound, masterAddr, masterHaAddr, kvFlat}
-local addr, digest, channel = ARGV[1], ARGV[2], ARGV[3]
+local digest, channel = ARGV[1], ARGV[2]
 
-local row = redis.call('HMGET', K.live(addr), 'bodyDigest', 'brokerName', 'brokerId', 'cluster',
-  'heartbeatTimeoutMillis')
-if digest == '' or row[1] ~= digest then
+local addr = redis.call('HGET', K.body_digests(), digest)
+if not addr then
   return {0}
 end
-local name, id, cluster = row[2], row[3], row[4]
+-- the live row may have expired (TTL): then the broker must register in full
+local row = redis.call('HMGET', K.live(addr), 'brokerName', 'brokerId', 'cluster', 'heartbeatTimeoutMillis')
+if not row[1] then
+  return {0}
+end
+local name, id, cluster = row[1], row[2], row[3]
 if redis.call('HGET', K.addrs(name), id) ~= addr or redis.call('HGET', K.broker(name), 'cluster') ~= cluster then
   return {0}
 end
@@ -23,7 +27,7 @@ if id == '0' and redis.call('HGET', K.broker(name), 'queuesIntact') ~= '1' then
   return {0}
 end
 
-touch_live(addr, now_ms(), tonumber(row[5]))
+touch_live(addr, now_ms(), tonumber(row[4]))
 redis.call('HSET', K.live(addr), 'channel', channel)
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
 return {1, master_found, master_addr, master_ha, kv}

@@ -25,7 +25,6 @@ from service.models import (
     RegisterRequest,
     UnregisterRequest,
     describe,
-    valid_addr,
     valid_name,
 )
 from service.openapi import openapi_document
@@ -134,16 +133,15 @@ def registry(request: web.Request) -> Registry:
 
 # ---------------------------------------------------------------------- broker-facing
 async def register_broker(request: web.Request) -> web.Response:
-    body, data = await read_json(request)
-    # A broker re-sends the same body every 30 s: when it is byte for byte the one this
+    # A broker re-sends the same body every 30 s: when it is byte for byte the one an
     # address last registered in full (so already validated), only liveness is refreshed,
-    # without validating or walking thousands of topic configs again.
+    # without parsing, validating or walking thousands of topic configs again.
+    body = await request.read()
     digest = hashlib.blake2b(body, digest_size=16).hexdigest()
-    addr = data.get("brokerAddr")
-    if isinstance(addr, str) and valid_addr(addr):
-        answer = await registry(request).register_unchanged(addr, digest)
-        if answer is not None:
-            return json_response(answer)
+    answer = await registry(request).register_unchanged(digest)
+    if answer is not None:
+        return json_response(answer)
+    _, data = await read_json(request)
     req = validate(request, RegisterRequest, data)
     return json_response(await registry(request).register(req, digest=digest))
 

@@ -82,6 +82,11 @@ class Keys:
         """LIST of filter server addresses."""
         return f"{self.tag}:filter:{addr}"
 
+    @property
+    def body_digests(self) -> str:
+        """HASH digest of an address's last full registration body -> brokerAddr (fast path)."""
+        return f"{self.tag}:body-digests"
+
     # -- KVConfig
     @property
     def kv_namespaces(self) -> str:

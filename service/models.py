@@ -151,12 +151,5 @@ def describe(error: ValidationError) -> str:
 _name = re.compile(NAME_PATTERN)
 
 
-def valid_addr(value: str) -> bool:
-    try:
-        return len(value) <= NAME_MAX and _port.fullmatch(value) is not None and bool(_check_port(value))
-    except ValueError:
-        return False
-
-
 def valid_name(value: str, max_length: int = NAME_MAX) -> bool:
     return len(value) <= max_length and _name.fullmatch(value) is not None

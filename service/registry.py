@@ -60,10 +60,10 @@ class Registry:
         return result
 
     # ------------------------------------------------------------------ broker-facing
-    async def register_unchanged(self, addr: str, digest: str, channel: str = "") -> dict[str, Any] | None:
-        """The answer when ``digest`` is the body this address last registered in full and
+    async def register_unchanged(self, digest: str, channel: str = "") -> dict[str, Any] | None:
+        """The answer when ``digest`` is the body an address last registered in full and
         nothing changed since (liveness refreshed); None when a full registration is needed."""
-        result = await self.store.run("register_unchanged", [addr, digest, channel])
+        result = await self.store.run("register_unchanged", [digest, channel])
         if not int(result[0]):
             return None
         self.operations["register_unchanged"] += 1

@@ -110,6 +110,9 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
             addr = _s(raw)[len(f"{t}:{kind}:"):]
             if addr not in addr_owner:
                 bad.append(f"{kind} row of {addr}, an address in no BrokerData")
+    for digest, addr in r.hgetall(keys.body_digests).items():
+        if r.hget(keys.member(_s(addr)), "bodyDigest") != digest:
+            bad.append(f"body digest {_s(digest)} points at {_s(addr)}, whose last body it is not")
     for raw in r.zrange(keys.expiry, 0, -1):
         if _s(raw) not in addr_owner:
             bad.append(f"deadline for {_s(raw)}, an address in no BrokerData")
