@@ -91,8 +91,8 @@ async def _answer_errors(request: web.Request, handler: Handler) -> web.StreamRe
         return error_response(500, "INTERNAL_ERROR", "internal error; see the registry's log")
 
 
-async def read_json(request: web.Request) -> tuple[bytes, dict[str, Any]]:
-    """The raw body and its JSON object; anything malformed is a 400 before any change."""
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """The body's JSON object; anything malformed is a 400 before any change."""
     body = await request.read()
     try:
         data = orjson.loads(body)
@@ -100,7 +100,7 @@ async def read_json(request: web.Request) -> tuple[bytes, dict[str, Any]]:
         raise invalid(f"malformed JSON: {e}") from None
     if not isinstance(data, dict):
         raise invalid("the body must be a JSON object")
-    return body, data
+    return data
 
 
 def validate(request: web.Request, model: type[M], data: dict[str, Any]) -> M:
@@ -116,8 +116,7 @@ def validate(request: web.Request, model: type[M], data: dict[str, Any]) -> M:
 
 async def parse(request: web.Request, model: type[M]) -> M:
     """Reads and validates a JSON body; anything wrong is a 400 before any change."""
-    _, data = await read_json(request)
-    return validate(request, model, data)
+    return validate(request, model, await read_json(request))
 
 
 def name_param(request: web.Request, param: str, max_length: int = 255) -> str:
@@ -141,8 +140,8 @@ async def register_broker(request: web.Request) -> web.Response:
     answer = await registry(request).register_unchanged(digest)
     if answer is not None:
         return json_response(answer)
-    _, data = await read_json(request)
-    req = validate(request, RegisterRequest, data)
+    # aiohttp keeps the body read above, so parsing it reads nothing twice
+    req = validate(request, RegisterRequest, await read_json(request))
     return json_response(await registry(request).register(req, digest=digest))
 
 
