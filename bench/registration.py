@@ -40,6 +40,8 @@ def main() -> None:
     reps = args.reps or (2 if args.quick else 5)
     machine = machine_info()
     sha = script_sha("register")
+    # an unchanged re-registration takes the fast path, a script of its own
+    fast_sha = script_sha("register_unchanged")
     results: dict[str, dict] = {}
 
     with redis_server() as rs, workers(rs.url) as [port]:
@@ -55,7 +57,8 @@ def main() -> None:
             elapsed = time.perf_counter() - t0
             if status != 200:
                 raise RuntimeError(f"register answered {status}: {answer[:300]!r}")
-            return elapsed * 1000, script_time_us(r, sha)
+            full = script_time_us(r, sha)
+            return elapsed * 1000, full if full is not None else script_time_us(r, fast_sha)
 
         for n in sizes:
             names = topics(n)
@@ -89,8 +92,9 @@ def main() -> None:
         for case in ("first", "unchanged", "changed"):
             summary.append(row(f"register {int(n):,} topics, {case}: client", res[case]["client_ms"], "ms"))
             if res[case]["redis_ms"] is not None:
-                summary.append(row(f"register {int(n):,} topics, {case}: register.lua in Redis", res[case]["redis_ms"], "ms"))
-    summary.append(row("register: longest register.lua (SLOWLOG)", longest / 1000, "ms", "goal <= 20 ms at 10,000 topics"))
+                script = "register_unchanged.lua" if case == "unchanged" else "register.lua"
+                summary.append(row(f"register {int(n):,} topics, {case}: {script} in Redis", res[case]["redis_ms"], "ms"))
+    summary.append(row("register: longest registration script (SLOWLOG)", longest / 1000, "ms", "goal <= 20 ms at 10,000 topics"))
     write_result(args.out, "registration", {"sizes": sizes, "reps": reps, "statistic": "median"},
                  {"by_topics": results, "longest_script_ms": longest / 1000}, summary, machine)
 
