@@ -80,7 +80,7 @@ def headline(docs: dict[str, dict[str, Any]]) -> str:
         n = 10000 if "10000" in by else max(map(int, by))
         out.append(f"- Registration of {n:,} topics: first {big['first']['client_ms']:.1f} ms, unchanged "
                    f"{big['unchanged']['client_ms']:.1f} ms, changed {big['changed']['client_ms']:.1f} ms (client); "
-                   f"longest register.lua {docs['registration']['results']['longest_script_ms']:.1f} ms in Redis.")
+                   f"longest registration script {docs['registration']['results']['longest_script_ms']:.1f} ms in Redis.")
     if "redis_memory" in docs:
         mem = docs["redis_memory"]["results"]
         out.append(f"- Redis memory: {mem['bytes_per_pair']:.0f} bytes per (topic, broker) pair.")
