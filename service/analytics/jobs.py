@@ -117,6 +117,11 @@ def _rows(df: Any) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in df.collect()]
 
 
+def _summary_head(ctx: Any, job: str, now: int) -> dict[str, Any]:
+    """The fields every job's summary starts with: what ran, on what, at what Redis time."""
+    return {"job": job, "prefix": ctx.prefix, "reader": ctx.reader_used, "redisTimeMs": now, "redisTime": _iso(now)}
+
+
 def _iso(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
 
@@ -215,11 +220,7 @@ def snapshot(ctx: Context) -> dict[str, Any]:
         clusters.setdefault(g["cluster"], []).append(g["brokerName"])
     flagged = [b["brokerAddr"] for b in heartbeat if b["flagged"]]
     summary: dict[str, Any] = {
-        "job": job,
-        "prefix": ctx.prefix,
-        "reader": ctx.reader_used,
-        "redisTimeMs": now,
-        "redisTime": _iso(now),
+        **_summary_head(ctx, job, now),
         "counts": {
             "clusters": len(clusters),
             "brokerGroups": len(groups),
@@ -348,11 +349,7 @@ def topics(ctx: Context) -> dict[str, Any]:
     wiped_rows = [{"topic": t["topic"], **w} for t in per_topic for w in t["wiped"]]
     unwritable = [t["topic"] for t in per_topic if len(t["wiped"]) == t["brokerGroups"]]
     summary: dict[str, Any] = {
-        "job": job,
-        "prefix": ctx.prefix,
-        "reader": ctx.reader_used,
-        "redisTimeMs": now,
-        "redisTime": _iso(now),
+        **_summary_head(ctx, job, now),
         "counts": {
             "topics": len(per_topic),
             "queueRows": sum(t["brokerGroups"] for t in per_topic),
