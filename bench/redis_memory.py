@@ -51,7 +51,7 @@ def main() -> None:
         usage = {
             "queue_hash": r.memory_usage(f"{{rmq}}:queue:{t0}:broker-0", samples=0),
             "topic_set": r.memory_usage(f"{{rmq}}:topic:{t0}", samples=0),
-            "broker_topics_set": r.memory_usage("{rmq}:broker-topics:broker-0", samples=0),
+            "broker_topics_hash": r.memory_usage("{rmq}:broker-topics:broker-0", samples=0),
             "topics_set": r.memory_usage("{rmq}:topics", samples=0),
         }
         keys = r.dbsize()

@@ -85,26 +85,32 @@ elseif old_addr ~= addr then
   end
 end
 
--- 3. topicQueueTable, from the master only
+-- 3. topicQueueTable, from the master only. A topic's QueueData is written when it is
+-- new, or when it differs on a first registration or a new dataVersion; so a QueueData
+-- an operator deleted comes back, and an unchanged one costs a table lookup, not a call.
 local live_key = K.live(addr)
 local version_changed = redis.call('HGET', live_key, 'dataVersion') ~= data_version
 if id == '0' then
-  local seen = {}
+  local known = fingerprints(name)
+  local rewrite = register_first or version_changed
+  local writes, seen = {}, {}
   for _, tc in ipairs(topic_configs) do
     local topic = tc[1]
     seen[topic] = true
-    local apply = register_first or version_changed or redis.call('EXISTS', K.queue(topic, name)) == 0
-    if apply and put_queue(topic, name, tc[2], tc[3], tc[4], tc[5]) then
-      changed = true
+    local fp = known[topic]
+    if not fp or (rewrite and fp ~= fingerprint(tc[2], tc[3], tc[4], tc[5])) then
+      writes[#writes + 1] = tc
     end
   end
-  if delete_absent and (register_first or version_changed) then
-    for _, topic in ipairs(redis.call('SMEMBERS', K.broker_topics(name))) do
+  put_queues(name, writes, known)
+  if delete_absent and rewrite then
+    local absent = {}
+    for topic in pairs(known) do
       if not seen[topic] then
-        drop_queue(topic, name)
-        changed = true
+        absent[#absent + 1] = topic
       end
     end
+    drop_queues(name, absent)
   end
 end
 

@@ -16,7 +16,7 @@ if which == 'all' then
 elseif which == 'cluster' then
   local seen = {}
   for _, name in ipairs(redis.call('SMEMBERS', K.cluster(ARGV[2]))) do
-    for _, topic in ipairs(redis.call('SMEMBERS', K.broker_topics(name))) do
+    for _, topic in ipairs(redis.call('HKEYS', K.broker_topics(name))) do
       if not seen[topic] then
         seen[topic] = true
         out[#out + 1] = topic

@@ -8,24 +8,28 @@ local wipe = ARGV[2] == 'wipe'
 local PERM_WRITE, PERM_READ_WRITE = 2, 6
 
 local count = 0
-for _, topic in ipairs(redis.call('SMEMBERS', K.broker_topics(name))) do
-  local queue_key = K.queue(topic, name)
-  local perm = tonumber(redis.call('HGET', queue_key, 'perm'))
-  if perm then
-    local new_perm = PERM_READ_WRITE
-    if wipe then
-      -- no bit library in every Lua we run on: clear bit 1 arithmetically
-      new_perm = perm
-      if math.floor(perm / PERM_WRITE) % 2 == 1 then
-        new_perm = perm - PERM_WRITE
-      end
+local writes = {}
+for topic, fp in pairs(fingerprints(name)) do
+  local r, w, p, f = string.match(fp, '^([^,]*),([^,]*),([^,]*),([^,]*)$')
+  local perm = tonumber(p)
+  local new_perm = PERM_READ_WRITE
+  if wipe then
+    -- no bit library in every Lua we run on: clear bit 1 arithmetically
+    new_perm = perm
+    if math.floor(perm / PERM_WRITE) % 2 == 1 then
+      new_perm = perm - PERM_WRITE
     end
-    if new_perm ~= perm then
-      redis.call('HSET', queue_key, 'perm', new_perm)
-      changed = true
-    end
-    count = count + 1
   end
+  if new_perm ~= perm then
+    writes[#writes + 1] = {topic, r, w, tostring(new_perm), f}
+  end
+  count = count + 1
 end
+-- every topic here already has its row and index: only rows and fingerprints change
+local known = {}
+for _, e in ipairs(writes) do
+  known[e[1]] = true
+end
+put_queues(name, writes, known)
 
 return {publish_if_changed(), count}

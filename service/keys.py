@@ -46,7 +46,9 @@ class Keys:
         return f"{self.tag}:addrs:{name}"
 
     def broker_topics(self, name: str) -> str:
-        """SET of topics this broker name has QueueData for (reverse index for cascades)."""
+        """HASH topic -> "readQueueNums,writeQueueNums,perm,topicSysFlag" of every QueueData
+        of this broker name: the reverse index for cascades, and what a registration
+        compares its topics against in one read."""
         return f"{self.tag}:broker-topics:{name}"
 
     # -- topicQueueTable

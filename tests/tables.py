@@ -9,6 +9,9 @@ import redis
 from service.keys import Keys
 
 
+QUEUE_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")  # a fingerprint's order
+
+
 def _s(v: bytes | str) -> str:
     return v.decode() if isinstance(v, bytes) else v
 
@@ -88,8 +91,11 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
         topic, name = _s(raw)[len(f"{t}:queue:"):].split(":", 1)
         if not r.exists(keys.broker(name)):
             bad.append(f"QueueData {topic}/{name} names a broker that is gone")
-        if topic not in topics or name not in smembers(keys.topic(topic)) or topic not in smembers(keys.broker_topics(name)):
+        fp = r.hget(keys.broker_topics(name), topic)
+        if topic not in topics or name not in smembers(keys.topic(topic)) or fp is None:
             bad.append(f"QueueData {topic}/{name} not indexed")
+        elif _s(fp) != ",".join(_s(v or b"") for v in r.hmget(keys.queue(topic, name), QUEUE_FIELDS)):
+            bad.append(f"QueueData {topic}/{name} differs from its fingerprint {_s(fp)}")
     for topic in topics:
         names = smembers(keys.topic(topic))
         if not names:
@@ -102,7 +108,7 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
             bad.append(f"topic set {_s(raw)} not in the topic list")
     for raw in r.scan_iter(match=f"{t}:broker-topics:*"):
         name = _s(raw)[len(f"{t}:broker-topics:"):]
-        for topic in smembers(raw):
+        for topic in (_s(t) for t in r.hkeys(raw)):
             if not r.exists(keys.queue(topic, name)):
                 bad.append(f"broker {name} indexes topic {topic} without QueueData")
     for kind in ("live", "member", "filter"):

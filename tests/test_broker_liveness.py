@@ -126,6 +126,21 @@ async def test_last_member_unregistering_cascades_to_cluster_and_topics(client: 
     assert (await (await client.get("/v1/topics")).json())["topicList"] == ["Shared"]
 
 
+async def test_group_with_more_topics_than_one_variadic_slice_is_removed_whole(client: TestClient, r: redis.Redis,
+                                                                                consistent: None) -> None:
+    # the scripts write and delete in slices of a few thousand values (Lua's unpack limit)
+    many = [f"Bulk{i:05d}" for i in range(9_000)]
+    a = registration(addr="10.0.0.1:10911", name="broker-a", topics=many)
+    b = registration(addr="10.0.0.2:10911", name="broker-b", topics=many[:10])
+    await register(client, a)
+    await register(client, b)
+    assert r.scard(K.topics) == 9_000 and r.hlen(K.broker_topics("broker-a")) == 9_000
+    await client.post("/v1/brokers/unregister", json=identity(a))
+    assert sorted(r.smembers(K.topics)) == many[:10]
+    assert not r.exists(K.broker_topics("broker-a"))
+    assert [q["brokerName"] for q in (await route(client, many[0]))["queueDatas"]] == ["broker-b"]
+
+
 async def test_unregister_of_unknown_broker_succeeds_and_changes_nothing(client: TestClient, r: redis.Redis) -> None:
     await register(client, registration())
     before = snapshot(r)

@@ -73,6 +73,33 @@ async def test_changed_data_version_replaces_queue_data(client: TestClient, cons
     assert (await route(client, "T1"))["queueDatas"][0]["writeQueueNums"] == 16
 
 
+async def test_new_data_version_rewrites_only_the_queue_data_that_differ(client: TestClient, r: redis.Redis,
+                                                                          consistent: None) -> None:
+    topics = {t: topic_config(t, write=4) for t in ("T1", "T2", "T3")}
+    await register(client, registration(topics=topics, version=1))
+    r.config_set("notify-keyspace-events", "Kh")
+    events = r.pubsub()
+    events.psubscribe(f"__keyspace@*__:{K.tag}:queue:*")
+    try:
+        events.get_message(timeout=1)  # the subscription's confirmation
+        await register(client, registration(topics={**topics, "T2": topic_config("T2", write=16)}, version=2))
+        written = []
+        while (message := events.get_message(timeout=0.5)) is not None:
+            written.append(message["channel"].split(":queue:", 1)[1])
+    finally:
+        events.close()
+        r.config_set("notify-keyspace-events", "")
+    assert written == ["T2:broker-a"]
+    assert (await route(client, "T2"))["queueDatas"][0]["writeQueueNums"] == 16
+
+
+async def test_wiped_write_permission_comes_back_with_a_new_data_version(client: TestClient, consistent: None) -> None:
+    await register(client, registration(topics={"T1": topic_config("T1", perm=6)}, version=1))
+    await client.post("/v1/brokers/broker-a/wipe-write-perm")
+    await register(client, registration(topics={"T1": topic_config("T1", perm=6)}, version=2))
+    assert (await route(client, "T1"))["queueDatas"][0]["perm"] == 6
+
+
 async def test_deleted_route_returns_with_next_unchanged_registration(client: TestClient, consistent: None) -> None:
     await register(client, registration(topics=["T1"], version=1))
     assert (await client.delete("/v1/topics/T1")).status == 200

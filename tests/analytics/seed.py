@@ -165,7 +165,7 @@ def write_model(client: redis.Redis, model: Model, prefix: str = "rmq") -> int:
     for q in model.queues:
         p.sadd(k.topics, q.topic)
         p.sadd(k.topic(q.topic), q.name)
-        p.sadd(k.broker_topics(q.name), q.topic)
+        p.hset(k.broker_topics(q.name), q.topic, f"{q.read},{q.write},{q.perm},{q.sys_flag}")
         p.hset(k.queue(q.topic, q.name), mapping={
             "topic": q.topic, "brokerName": q.name, "readQueueNums": str(q.read),
             "writeQueueNums": str(q.write), "perm": str(q.perm), "topicSysFlag": str(q.sys_flag)})

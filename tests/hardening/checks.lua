@@ -66,9 +66,15 @@ for _, key in ipairs(redis.call('KEYS', T .. ':queue:*')) do
   if redis.call('EXISTS', T .. ':broker:' .. name) == 0 then
     add('QueueData ' .. topic .. '/' .. name .. ' names a broker that is gone')
   end
-  if not topics[topic] or redis.call('SISMEMBER', T .. ':topic:' .. topic, name) == 0
-      or redis.call('SISMEMBER', T .. ':broker-topics:' .. name, topic) == 0 then
+  local fp = redis.call('HGET', T .. ':broker-topics:' .. name, topic)
+  if not topics[topic] or redis.call('SISMEMBER', T .. ':topic:' .. topic, name) == 0 or not fp then
     add('QueueData ' .. topic .. '/' .. name .. ' not indexed')
+  else
+    local q = redis.call('HMGET', key, 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
+    local row = table.concat({q[1] or '', q[2] or '', q[3] or '', q[4] or ''}, ',')
+    if row ~= fp then
+      add('QueueData ' .. topic .. '/' .. name .. ' differs from its fingerprint ' .. fp)
+    end
   end
 end
 for topic in pairs(topics) do
@@ -85,7 +91,7 @@ for _, key in ipairs(redis.call('KEYS', T .. ':topic:*')) do
 end
 for _, key in ipairs(redis.call('KEYS', T .. ':broker-topics:*')) do
   local name = suffix(key, 'broker-topics')
-  for _, topic in ipairs(redis.call('SMEMBERS', key)) do
+  for _, topic in ipairs(redis.call('HKEYS', key)) do
     if redis.call('EXISTS', T .. ':queue:' .. topic .. ':' .. name) == 0 then
       add('broker ' .. name .. ' indexes topic ' .. topic .. ' without QueueData')
     end
