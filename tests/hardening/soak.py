@@ -200,12 +200,18 @@ class Soak:
                 if status == 200:
                     b.epochs[-1].pings.append((sent, recv))
                 elif status == 404:
-                    # expired: fine only if our last heartbeat was sent more than a timeout ago
+                    # Expired. The last ping was applied no earlier than it was sent, and this
+                    # heartbeat no later than its answer came back: only an answer back before
+                    # that send + the timeout proves the broker was removed early. (The send
+                    # time alone does not: a request can wait in a busy worker past the deadline.)
                     last_sent = b.epochs[-1].pings[-1][0]
-                    if sent < last_sent + b.timeout_s - cfg.early_margin_s:
-                        self.violations.append(f"live broker removed early: {b.addr} heartbeat 404 {sent - last_sent:.2f} s "
-                                               f"after a successful ping (timeout {b.timeout_s} s)")
+                    if recv < last_sent + b.timeout_s - cfg.early_margin_s:
+                        self.violations.append(f"live broker removed early: {b.addr} heartbeat 404 sent {sent - last_sent:.2f} s "
+                                               f"and answered {recv - last_sent:.2f} s after a successful ping was sent "
+                                               f"(timeout {b.timeout_s} s)")
                     self.stats["late heartbeats (client delay)"] += 1
+                    self.stats["slowest late heartbeat answer ms"] = max(self.stats["slowest late heartbeat answer ms"],
+                                                                         round((recv - sent) * 1000))
                     b.epochs[-1].end_send = sent
                     b.gaps.append(Gap("silent", b.epochs[-1].pings[-1][1], resume_send=INF))
                     need_register = True
