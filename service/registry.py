@@ -83,7 +83,7 @@ class Registry:
         ``digest``: of the request body, so the next identical one takes the fast path."""
         wrapper = req.topicConfigSerializeWrapper
         timeout = req.heartbeatTimeoutMillis or self.settings.broker_timeout_ms
-        topics = [[topic, str(tc.readQueueNums), str(tc.writeQueueNums), str(tc.perm), str(tc.topicSysFlag)]
+        topics = [[topic, str(tc["readQueueNums"]), str(tc["writeQueueNums"]), str(tc["perm"]), str(tc.get("topicSysFlag", 0))]
                   for topic, tc in wrapper.topicConfigTable.items()]
         args: list[str | int | bytes] = [
             req.clusterName, req.brokerAddr, req.brokerName, req.brokerId,

@@ -24,10 +24,11 @@ from service.models import (
     TOPIC_MAX,
     HeartbeatRequest,
     QueryDataVersionRequest,
+    TOPIC_CONFIG,
     RegisterRequest,
-    TopicConfig,
     UnregisterRequest,
     describe,
+    queue_count_error,
     valid_name,
 )
 from service.registry import Registry
@@ -303,12 +304,15 @@ async def register_topic(ctx: Context, cmd: Command) -> Command:
     for i, q in enumerate(queues):
         if not isinstance(q, dict) or not isinstance(q.get("brokerName"), str) or not valid_name(q["brokerName"]):
             raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: queueDatas.{i}.brokerName is missing or invalid")
-        tc = validate(ctx, TopicConfig, {k: q.get(k) for k in ("readQueueNums", "writeQueueNums", "perm")}
-                      | {"topicSysFlag": q.get("topicSysFlag", 0)})
-        error = tc.queue_count_error(ctx.settings.max_queue_nums)
+        try:
+            tc = TOPIC_CONFIG.validate_python({k: q.get(k) for k in ("readQueueNums", "writeQueueNums", "perm")}
+                                              | {"topicSysFlag": q.get("topicSysFlag", 0)})
+        except ValidationError as e:
+            raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: queueDatas.{i}: {describe(e)}") from None
+        error = queue_count_error(tc, ctx.settings.max_queue_nums)
         if error:
             raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: queueDatas.{i}.{error}")
-        rows.append((q["brokerName"], tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag))
+        rows.append((q["brokerName"], tc["readQueueNums"], tc["writeQueueNums"], tc["perm"], tc.get("topicSysFlag", 0)))
     await ctx.registry.register_topic(topic or "", rows)  # unknown broker names: refused whole, answered SUCCESS as RocketMQ does
     return ok(cmd)
 
