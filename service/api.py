@@ -1,4 +1,4 @@
-"""The aiohttp application: routes of API.md, error middleware, lifecycle."""
+"""The aiohttp application: routes of API.md (each wrapped by service.observe), lifecycle."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from pydantic import BaseModel, ValidationError
 from service import auth, metrics
 from service.cache import Answer, ReadCache, make_answer
 from service.config import Settings
-from service.logs import REQUEST_ID, new_request_id
 from service.errors import ApiError, error_response, invalid, topic_not_exist
 from service.models import (
     TOPIC_MAX,
@@ -27,6 +26,7 @@ from service.models import (
     describe,
     valid_name,
 )
+from service.observe import Observer, Unmatched
 from service.openapi import openapi_document
 from service.registry import Registry
 from service.scanner import Scanner
@@ -41,7 +41,7 @@ REGISTRY = web.AppKey("registry", Registry)
 SCANNER = web.AppKey("scanner", Scanner)
 STATE = web.AppKey("state", dict)
 CACHE = web.AppKey("cache", ReadCache)
-ROLES = web.AppKey("roles", dict)
+OBSERVER = web.AppKey("observer", Observer)
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -56,39 +56,6 @@ OK = orjson.dumps({})
 
 def ok() -> web.Response:
     return web.Response(body=OK, content_type="application/json")
-
-
-@web.middleware
-async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    # the request id goes into every log line written for this request, and back to the caller
-    request_id = request.headers.get("X-Request-Id") or new_request_id()
-    REQUEST_ID.set(request_id)
-    response = await _answer_errors(request, handler)
-    response.headers["X-Request-Id"] = request_id
-    return response
-
-
-async def _answer_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ApiError as e:
-        return error_response(e.status, e.code, e.message)
-    except StoreUnavailable as e:
-        log.warning("Redis unavailable: %s", e)
-        return error_response(503, "STORE_UNAVAILABLE", "the route store is unavailable; nothing was changed, retry",
-                              headers={"Retry-After": "1"})
-    except web.HTTPRequestEntityTooLarge as e:
-        return error_response(413, "PAYLOAD_TOO_LARGE", e.text or "request body too large")
-    except web.HTTPNotFound:
-        return error_response(404, "NOT_FOUND", f"no such endpoint: {request.method} {request.path}")
-    except web.HTTPMethodNotAllowed as e:
-        return error_response(405, "METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.path}",
-                              headers={"Allow": ",".join(sorted(e.allowed_methods))})
-    except web.HTTPException:
-        raise
-    except Exception:
-        log.exception("unhandled error in %s %s", request.method, request.path)
-        return error_response(500, "INTERNAL_ERROR", "internal error; see the registry's log")
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
@@ -166,11 +133,10 @@ async def unregister_broker(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------------- client-facing
 def answer_response(request: web.Request, answer: Answer) -> web.Response:
     """The cached bytes as they are; 304 when the client already has them."""
-    headers = {"ETag": answer.etag, "Cache-Control": "no-cache"}
-    if etag_matches(request.headers.get("If-None-Match"), answer.etag):
-        return web.Response(status=304, headers=headers)
-    headers["Content-Type"] = "application/json"
-    return web.Response(status=answer.status, body=answer.body, headers=headers)
+    if_none_match = request.headers.get("If-None-Match")
+    if if_none_match and etag_matches(if_none_match, answer.etag):
+        return web.Response(status=304, headers=answer.not_modified_headers)
+    return web.Response(status=answer.status, body=answer.body, headers=answer.headers)
 
 
 def etag_matches(header: str | None, etag: str) -> bool:
@@ -188,9 +154,25 @@ def parse_duration(value: str, limit_ms: int) -> float:
     return min(seconds, limit_ms / 1000)
 
 
-async def get_route(request: web.Request) -> web.Response:
+def route_reader(cache: ReadCache) -> Handler:
+    """GET /v1/routes/{topic}, the hot path, with the app's cache bound once."""
+
+    async def get_route(request: web.Request) -> web.Response:
+        if not request.query_string:
+            # Look the raw topic up first: only answers to validated topics are ever
+            # cached, so a hit needs no validation (read_route validates a miss).
+            answer = cache.lookup(("route", request.match_info["topic"]))
+            if answer is not None:
+                return answer_response(request, answer)
+        return await read_route(request, cache)
+
+    return get_route
+
+
+async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
+    """A route read the cache could not answer at once: a miss, or a long poll (?watch=)."""
     topic = name_param(request, "topic", TOPIC_MAX)
-    reg, cache = registry(request), request.app[CACHE]
+    reg = registry(request)
 
     async def fetch() -> Answer:
         route = await reg.route(topic)
@@ -215,7 +197,7 @@ async def get_route(request: web.Request) -> web.Response:
         if not await cache.wait(changed, remaining):
             break
     if answer.etag == watched:
-        return web.Response(status=304, headers={"ETag": answer.etag, "Cache-Control": "no-cache"})
+        return web.Response(status=304, headers=answer.not_modified_headers)
     return answer_response(request, answer)
 
 
@@ -315,13 +297,22 @@ async def openapi(request: web.Request) -> web.Response:
     return web.Response(body=request.app[STATE]["openapi"], content_type="application/json")
 
 
-def add_routes(app: web.Application) -> None:
-    roles = app[ROLES]
+def add_route(app: web.Application, method: str, path: str, handler: Handler, required: str,
+              allow_head: bool = False) -> None:
+    """Adds `handler`, wrapped by service.observe (request id, the auth rule for `required`,
+    JSON errors, metrics under the path's canonical label); with allow_head, also for HEAD
+    (as aiohttp's add_get). Every route of the app is added through here."""
+    resource = app.router.add_resource(path)
+    observer = app[OBSERVER]
+    for m in ("HEAD", method) if allow_head else (method,):
+        resource.add_route(m, observer.wrap(m, resource.canonical, handler, required))
 
+
+def add_routes(app: web.Application) -> None:
     # Path parameters take any segment, so a bad name gets the 400 INVALID_REQUEST of
     # name_param rather than a router 404 (aiohttp's default excludes braces).
     def add(method: str, path: str, handler: Handler, required: str) -> None:
-        roles[app.router.add_route(method, path, handler)] = required
+        add_route(app, method, path, handler, required)
 
     add("POST", "/v1/brokers/register", register_broker, auth.BROKER)
     add("POST", "/v1/brokers/heartbeat", heartbeat, auth.BROKER)
@@ -329,7 +320,7 @@ def add_routes(app: web.Application) -> None:
     add("POST", "/v1/brokers/unregister", unregister_broker, auth.BROKER)
     add("POST", "/v1/brokers/{brokerName:[^/]+}/wipe-write-perm", wipe_write_perm, auth.ADMIN)
     add("POST", "/v1/brokers/{brokerName:[^/]+}/add-write-perm", add_write_perm, auth.ADMIN)
-    add("GET", "/v1/routes/{topic:[^/]+}", get_route, auth.READ)
+    add("GET", "/v1/routes/{topic:[^/]+}", route_reader(app[CACHE]), auth.READ)
     add("GET", "/v1/cluster", get_cluster, auth.READ)
     add("GET", "/v1/topics", topic_list("all"), auth.READ)
     for which in ("system", "unit", "unit-sub", "unit-sub-without-unit"):
@@ -344,11 +335,6 @@ def add_routes(app: web.Application) -> None:
     add("GET", "/readyz", readyz, auth.OPEN)
     add("GET", "/metrics", metrics.handler, auth.OPEN)
     add("GET", "/v1/openapi.json", openapi, auth.OPEN)
-
-
-def required_role(request: web.Request) -> str:
-    # unmatched paths answer their 404/405 to anyone: they reveal nothing
-    return request.app[ROLES].get(request.match_info.route, auth.OPEN)
 
 
 async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -398,22 +384,22 @@ async def _on_shutdown(app: web.Application) -> None:
 
 
 def create_app(settings: Settings, store: Store | None = None) -> web.Application:
-    middlewares = [metrics.middleware, errors_middleware]
-    if settings.auth_tokens_file:
-        # no middleware at all when auth is off: every layer costs on the hot read path
-        tokens = auth.TokenFile(settings.auth_tokens_file)
-        middlewares.append(auth.middleware(tokens, settings.auth_reads, required_role))
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=middlewares)
-    app[ROLES] = {}
+    # No middleware: every route's handler is wrapped instead (service.observe says why).
+    app = web.Application(client_max_size=settings.max_body_bytes)
+    tally = metrics.RequestTally()
+    tokens = auth.TokenFile(settings.auth_tokens_file) if settings.auth_tokens_file else None
+    app[OBSERVER] = Observer(tally, tokens, settings.auth_reads)
     app[SETTINGS] = settings
     app[STORE] = store or Store(settings)
     app[CACHE] = ReadCache(app[STORE], settings.version_poll_ms, settings.max_staleness_ms)
     app[REGISTRY] = Registry(app[STORE], on_change=app[CACHE].observe)
     app[SCANNER] = Scanner(app[REGISTRY], settings.scan_interval_ms, settings.scan_batch)
     app[STATE] = {"stopping": False}
-    metrics.install(app, app[SCANNER])
+    metrics.install(app, app[SCANNER], tally)
     add_routes(app)
     add_ui_routes(app)
+    # last: it answers 404/405 for whatever no route above matched
+    app.router.register_resource(Unmatched(app.router, tally))
     app[STATE]["openapi"] = orjson.dumps(openapi_document(app))
     app.cleanup_ctx.append(_lifecycle)
     if settings.remoting_port:

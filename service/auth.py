@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Callable
 
 from aiohttp import web
 
@@ -91,12 +91,17 @@ def allowed(role: str | None, required: str, reads: str) -> bool:
     return required == READ or role == ADMIN or role == required
 
 
-def middleware(tokens: TokenFile, reads: str, required_of: Callable[[web.Request], str]):
-    @web.middleware
-    async def auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        required = required_of(request)
-        if required == OPEN or (required == READ and reads == "open"):
-            return await handler(request)
+Guard = Callable[[web.Request], "web.Response | None"]
+
+
+def guard(tokens: TokenFile | None, reads: str, required: str) -> Guard | None:
+    """The check for an endpoint that requires `required`: it answers 401 or 403, or None
+    to let the request through. None instead of a check when there is nothing to check
+    (auth off, or an endpoint anyone may call), so those requests pay nothing for auth."""
+    if tokens is None or required == OPEN or (required == READ and reads == "open"):
+        return None
+
+    def check(request: web.Request) -> web.Response | None:
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         role = tokens.role_of(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
@@ -105,6 +110,6 @@ def middleware(tokens: TokenFile, reads: str, required_of: Callable[[web.Request
                                   headers={"WWW-Authenticate": 'Bearer realm="rmq-registry"'})
         if not allowed(role, required, reads):
             return error_response(403, "FORBIDDEN", f"the {role} role may not do this")
-        return await handler(request)
+        return None
 
-    return auth
+    return check

@@ -14,9 +14,10 @@ import asyncio
 import hashlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Hashable
 
+from multidict import CIMultiDict, CIMultiDictProxy
 from redis.exceptions import RedisError
 
 from service.store import Store, StoreUnavailable
@@ -32,6 +33,15 @@ class Answer:
     status: int
     body: bytes
     etag: str
+    # HTTP headers of the full and the 304 answer, built once here rather than on every
+    # request that the cached answer serves (aiohttp copies them into each response)
+    headers: CIMultiDictProxy[str] = field(init=False, repr=False, compare=False)
+    not_modified_headers: CIMultiDictProxy[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        validators = {"ETag": self.etag, "Cache-Control": "no-cache"}
+        object.__setattr__(self, "not_modified_headers", CIMultiDictProxy(CIMultiDict(validators)))
+        object.__setattr__(self, "headers", CIMultiDictProxy(CIMultiDict(validators, **{"Content-Type": "application/json"})))
 
 
 def make_answer(version: int, status: int, body: bytes) -> Answer:
@@ -57,10 +67,17 @@ class ReadCache:
     def fresh(self) -> bool:
         return time.monotonic() - self.confirmed_at <= self.bound
 
-    async def get(self, key: Hashable, fetch: Fetch) -> Answer:
+    def lookup(self, key: Hashable) -> Answer | None:
+        """The cached answer while it may be served; no await, so a hit costs no coroutine."""
         entry = self.entries.get(key)
         if entry is not None and entry.version == self.version and self.fresh():
             self.hits += 1
+            return entry
+        return None
+
+    async def get(self, key: Hashable, fetch: Fetch) -> Answer:
+        entry = self.lookup(key)
+        if entry is not None:
             return entry
         self.misses += 1
         answer = await fetch()

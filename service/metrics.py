@@ -2,15 +2,14 @@
 
 Requests are tallied in plain dicts and turned into Prometheus families only when
 /metrics is scraped: labelled prometheus_client metrics take a lock and a label lookup
-per request, which cost about a tenth of a cached route read's time.
+per request, which cost about a tenth of a cached route read's time. The counting
+itself happens in service.observe, the wrapper around every route's handler.
 """
 
 from __future__ import annotations
 
 import bisect
-import time
-from collections import defaultdict
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -24,17 +23,50 @@ METRICS = web.AppKey("metrics", dict)
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
+class Latency:
+    """The latency histogram of one route label: per-bucket counts (the last slot is +Inf)
+    and the sum of seconds."""
+
+    __slots__ = ("buckets", "sum")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(BUCKETS) + 1)
+        self.sum = 0.0
+
+
+class RouteTally:
+    """Requests of one (method, route label), by status, and its label's latency."""
+
+    __slots__ = ("method", "route", "statuses", "latency")
+
+    def __init__(self, method: str, route: str, latency: Latency) -> None:
+        self.method = method
+        self.route = route
+        self.statuses: dict[int, int] = {}
+        self.latency = latency  # shared by every method on the same path, as the histogram has no method label
+
+    def add(self, status: int, seconds: float) -> None:
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        latency = self.latency
+        latency.buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
+        latency.sum += seconds
+
+
 class RequestTally:
     def __init__(self) -> None:
-        self.counts: defaultdict[tuple[str, str, str], int] = defaultdict(int)
-        # route -> per-bucket counts (the last slot is +Inf), and the sum of seconds
-        self.buckets: defaultdict[str, list[int]] = defaultdict(lambda: [0] * (len(BUCKETS) + 1))
-        self.sums: defaultdict[str, float] = defaultdict(float)
+        # by (method, route label); service.observe takes each route's slot once, when the
+        # route is added, so a request costs no label string, tuple key or lookup here
+        self.by_label: dict[tuple[str, str], RouteTally] = {}
+        self.latencies: dict[str, Latency] = {}
 
-    def add(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.counts[(method, route, str(status))] += 1
-        self.buckets[route][bisect.bisect_left(BUCKETS, seconds)] += 1
-        self.sums[route] += seconds
+    def labelled(self, method: str, route: str) -> RouteTally:
+        tally = self.by_label.get((method, route))
+        if tally is None:
+            latency = self.latencies.get(route)
+            if latency is None:
+                latency = self.latencies[route] = Latency()
+            tally = self.by_label[(method, route)] = RouteTally(method, route, latency)
+        return tally
 
 
 class _Collector(Collector):
@@ -45,16 +77,19 @@ class _Collector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily("rmq_http_requests", "HTTP requests", labels=["method", "route", "status"])
-        for labels, n in list(self.tally.counts.items()):
-            requests.add_metric(list(labels), n)
+        for tally in list(self.tally.by_label.values()):
+            for status, n in list(tally.statuses.items()):
+                requests.add_metric([tally.method, tally.route, str(status)], n)
         yield requests
         latency = HistogramMetricFamily("rmq_http_request_seconds", "HTTP request latency", labels=["route"])
-        for route, counts in list(self.tally.buckets.items()):
+        for route, histogram in list(self.tally.latencies.items()):
+            if not any(histogram.buckets):
+                continue  # a route no request reached yet: its slot exists, its series does not
             cumulative, buckets = 0, []
-            for bound, n in zip((*map(str, BUCKETS), "+Inf"), counts):
+            for bound, n in zip((*map(str, BUCKETS), "+Inf"), histogram.buckets):
                 cumulative += n
                 buckets.append((bound, cumulative))
-            latency.add_metric([route], buckets, self.tally.sums[route])
+            latency.add_metric([route], buckets, histogram.sum)
         yield latency
         operations = CounterMetricFamily("rmq_table_changes", "changes this worker applied, by script (register, heartbeat, ...)",
                                          labels=["script"])
@@ -73,29 +108,12 @@ class _Collector(Collector):
         yield CounterMetricFamily("rmq_scanner_failures", "scanner passes that failed", value=stats.failures)
 
 
-def install(app: web.Application, scanner: "Scanner") -> None:
+def install(app: web.Application, scanner: "Scanner", tally: RequestTally) -> None:
+    """Publishes `tally` (counted by service.observe) and the scanner's figures on /metrics."""
     # one registry per app, so several apps in one process (tests) do not collide
     registry = CollectorRegistry()
-    tally = RequestTally()
     registry.register(_Collector(tally, scanner))
     app[METRICS] = {"registry": registry, "tally": tally}
-
-
-@web.middleware
-async def middleware(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-    started = time.perf_counter()
-    status = 500
-    try:
-        response = await handler(request)
-        status = response.status
-        return response
-    except web.HTTPException as e:
-        status = e.status
-        raise
-    finally:
-        info = request.match_info.route.resource
-        route = info.canonical if info is not None else "unmatched"
-        request.app[METRICS]["tally"].add(request.method, route, status, time.perf_counter() - started)
 
 
 async def handler(request: web.Request) -> web.Response:

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from service.auth import READ
+from service.auth import OPEN, READ
 from service.cache import Answer, make_answer
 from service.errors import error_response
 from service.store import SCRIPTS, Store
@@ -225,17 +225,13 @@ def add_ui_routes(app: web.Application) -> None:
 
     The page and its assets are open (the page holds no data); the two reads follow the
     read rule (RMQ_AUTH_READS) like /v1/cluster. They are GET only, no implicit HEAD,
-    so no method slips past the auth table."""
+    so no method slips past their auth check."""
     if any(getattr(r, "canonical", None) == "/v1/brokers/live" for r in app.router.resources()):
         return
     api = _api()
-    roles = app[api.ROLES] if hasattr(api, "ROLES") and api.ROLES in app else None
     app[_UI_SCRIPTS] = {}
     app[_UI_ASSETS] = load_assets()
-    r = app.router
-    r.add_get("/", page)
-    r.add_get("/ui/{path}", asset)
+    api.add_route(app, "GET", "/", page, OPEN, allow_head=True)
+    api.add_route(app, "GET", "/ui/{path}", asset, OPEN, allow_head=True)
     for path, handler in (("/v1/brokers/live", get_live_brokers), ("/v1/topics/summary", get_topic_summary)):
-        route = r.add_route("GET", path, handler)
-        if roles is not None:
-            roles[route] = READ
+        api.add_route(app, "GET", path, handler, READ)

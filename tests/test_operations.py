@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from aiohttp.test_utils import TestClient
 
-from service.api import create_app
+from service.api import CACHE, create_app
 from service.config import ENV, Settings, from_env
 from service.openapi import OPERATIONS
 from tests.builders import registration
@@ -109,6 +109,38 @@ async def test_request_id_is_echoed_or_made(client: TestClient) -> None:
     assert given.headers["X-Request-Id"] == "abc-123"
     made = [(await client.get("/healthz")).headers["X-Request-Id"] for _ in range(2)]
     assert made[0] != made[1] and all(made)
+
+
+async def test_cached_route_reads_run_through_no_aiohttp_middleware(client: TestClient) -> None:
+    # service.observe wraps each handler instead: any middleware costs every request a layer
+    assert not client.app.middlewares
+    await register(client, registration(topics=["T1"]))
+    await client.app[CACHE].poll_once()  # a confirmed version, so the second read is a cache hit
+    first, hit = [await client.get("/v1/routes/T1") for _ in range(2)]
+    assert client.app[CACHE].hits >= 1
+    for resp in (first, hit):
+        assert resp.status == 200 and resp.headers["Content-Type"] == "application/json"
+        assert resp.headers["ETag"] == first.headers["ETag"] and resp.headers["Cache-Control"] == "no-cache"
+        assert resp.headers["X-Request-Id"]
+    assert (await hit.read()) == (await first.read())
+    not_modified = await client.get("/v1/routes/T1", headers={"If-None-Match": first.headers["ETag"]})
+    assert not_modified.status == 304 and not_modified.headers["X-Request-Id"]
+    assert "Content-Type" not in not_modified.headers
+
+
+async def test_unmatched_requests_answer_json_with_an_id_and_are_counted(client: TestClient) -> None:
+    missing = await client.get("/v1/nothing-here", headers={"X-Request-Id": "r-404"})
+    assert missing.status == 404 and missing.headers["X-Request-Id"] == "r-404"
+    assert await missing.json() == {"error": "NOT_FOUND", "message": "no such endpoint: GET /v1/nothing-here"}
+    wrong = await client.delete("/v1/cluster")
+    assert wrong.status == 405 and wrong.headers["Allow"] == "GET" and wrong.headers["X-Request-Id"]
+    assert (await wrong.json())["error"] == "METHOD_NOT_ALLOWED"
+    text = await (await client.get("/metrics")).text()
+    assert 'rmq_http_requests_total{method="GET",route="unmatched",status="404"} 1.0' in text
+    assert 'rmq_http_requests_total{method="DELETE",route="unmatched",status="405"} 1.0' in text
+    assert 'rmq_http_request_seconds_count{route="unmatched"} 2.0' in text
+    # routes no request reached have no series yet
+    assert 'route="/v1/kv/{namespace}"' not in text
 
 
 def test_json_log_lines_carry_the_request_id(capsys) -> None:
