@@ -260,6 +260,7 @@ async def test_pubsub_connections_killed_under_load(env: Env, running: Running) 
     while subscribers() < len(env.workers):
         assert time.monotonic() < deadline, "workers never subscribed"
         await asyncio.sleep(0.05)
+    await asyncio.sleep(1.5)  # under load, as the other faults: the five rounds alone can take well under a second
     async with aiohttp.ClientSession() as session:
         for round_no in range(5):
             killed = admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
