@@ -19,7 +19,7 @@ import json  # noqa: E402
 import redis  # noqa: E402
 
 from bench.common import (  # noqa: E402
-    Client, have_wrk, machine_info, median, parser, pct, post_json, redis_server, row, workers, wrk, write_result,
+    Client, have_wrk, machine_info, parser, pct, post_json, redis_server, row, workers, wrk, write_result,
 )
 from bench.seed import registration, script_sha, script_times_us, topics  # noqa: E402
 

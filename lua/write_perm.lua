@@ -9,7 +9,8 @@ local PERM_WRITE, PERM_READ_WRITE = 2, 6
 
 local count = 0
 local writes = {}
-for topic, fp in pairs(fingerprints(name)) do
+local known = fingerprints(name)
+for topic, fp in pairs(known) do
   local r, w, p, f = string.match(fp, '^([^,]*),([^,]*),([^,]*),([^,]*)$')
   local perm = tonumber(p)
   local new_perm = PERM_READ_WRITE
@@ -25,11 +26,7 @@ for topic, fp in pairs(fingerprints(name)) do
   end
   count = count + 1
 end
--- every topic here already has its row and index: only rows and fingerprints change
-local known = {}
-for _, e in ipairs(writes) do
-  known[e[1]] = true
-end
+-- every topic here is known: only its row and fingerprint change, not its indexes
 put_queues(name, writes, known)
 
 return {publish_if_changed(), count}

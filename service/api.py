@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import re
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, AsyncIterator, TypeVar
 
 import orjson
 from aiohttp import web
@@ -26,7 +27,7 @@ from service.models import (
     describe,
     valid_name,
 )
-from service.observe import Observer, Unmatched
+from service.observe import Handler, Observer, Unmatched
 from service.openapi import openapi_document
 from service.registry import Registry
 from service.scanner import Scanner
@@ -44,7 +45,6 @@ CACHE = web.AppKey("cache", ReadCache)
 OBSERVER = web.AppKey("observer", Observer)
 
 M = TypeVar("M", bound=BaseModel)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -311,8 +311,7 @@ def add_route(app: web.Application, method: str, path: str, handler: Handler, re
 def add_routes(app: web.Application) -> None:
     # Path parameters take any segment, so a bad name gets the 400 INVALID_REQUEST of
     # name_param rather than a router 404 (aiohttp's default excludes braces).
-    def add(method: str, path: str, handler: Handler, required: str) -> None:
-        add_route(app, method, path, handler, required)
+    add = functools.partial(add_route, app)
 
     add("POST", "/v1/brokers/register", register_broker, auth.BROKER)
     add("POST", "/v1/brokers/heartbeat", heartbeat, auth.BROKER)

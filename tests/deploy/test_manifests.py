@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from service.config import ENV, from_env
-from tests.deploy._common import API_MD_OPERATION_PATHS, DOCKERFILE, K8S, ROOT, app_paths, pyproject
+from tests.deploy._common import API_MD_OPERATION_PATHS, DOCKERFILE, K8S, app_paths, pyproject
 
 VARIANT = K8S / "variants" / "spark-on-k8s"
 K8S_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import time
 from typing import AsyncIterator, Iterator
 
