@@ -7,17 +7,18 @@ import functools
 import hashlib
 import logging
 import re
-from typing import Any, AsyncIterator, TypeVar
+from typing import Any, AsyncIterator
 
 import orjson
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from service import auth, metrics
 from service.cache import Answer, ReadCache, make_answer
 from service.config import Settings
 from service.errors import ApiError, error_response, invalid, topic_not_exist
 from service.models import (
+    M,
     TOPIC_MAX,
     HeartbeatRequest,
     KvPutRequest,
@@ -26,6 +27,7 @@ from service.models import (
     UnregisterRequest,
     describe,
     valid_name,
+    validated,
 )
 from service.observe import Handler, Observer, Unmatched
 from service.openapi import openapi_document
@@ -44,7 +46,6 @@ STATE = web.AppKey("state", dict)
 CACHE = web.AppKey("cache", ReadCache)
 OBSERVER = web.AppKey("observer", Observer)
 
-M = TypeVar("M", bound=BaseModel)
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -71,12 +72,8 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 
 
 def validate(request: web.Request, model: type[M], data: dict[str, Any]) -> M:
-    settings = request.app[SETTINGS]
     try:
-        return model.model_validate(data, context={
-            "max_queue_nums": settings.max_queue_nums,
-            "max_topics": settings.max_topics_per_registration,
-        })
+        return validated(model, data, request.app[SETTINGS])
     except ValidationError as e:
         raise invalid(describe(e)) from None
 

@@ -7,7 +7,7 @@ route needs (topicFilterType, attributes, ...), and newer brokers may add fields
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
@@ -26,6 +26,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from service.config import Settings
 
 NAME_PATTERN = r"^[%|a-zA-Z0-9_-]+$"
 ADDR_PATTERN = r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})$"
@@ -147,6 +149,18 @@ class UnregisterRequest(BrokerIdentity):
 
 class KvPutRequest(_Doc):
     value: StrictStr
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], data: dict[str, Any], settings: Settings) -> M:
+    """`data` as `model`, within the configured limits (queue counts, topics per
+    registration). Raises ValidationError, which each protocol answers in its own way."""
+    return model.model_validate(data, context={
+        "max_queue_nums": settings.max_queue_nums,
+        "max_topics": settings.max_topics_per_registration,
+    })
 
 
 def describe(error: ValidationError) -> str:

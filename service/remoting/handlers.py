@@ -13,14 +13,15 @@ import asyncio
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 import logging
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from service.cache import Answer, ReadCache, make_answer
 from service.config import Settings
 from service.models import (
+    M,
     TOPIC_MAX,
     HeartbeatRequest,
     QueryDataVersionRequest,
@@ -30,6 +31,7 @@ from service.models import (
     describe,
     queue_count_error,
     valid_name,
+    validated,
 )
 from service.registry import Registry
 from service.remoting import bodies, codes
@@ -38,7 +40,6 @@ from service.store import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-M = TypeVar("M", bound=BaseModel)
 
 STORE_UNAVAILABLE = "the route store is unavailable; nothing was changed, retry"
 
@@ -131,10 +132,7 @@ def name_field(cmd: Command, name: str, max_length: int = 255, required: bool = 
 
 def validate(ctx: Context, model: type[M], data: dict[str, Any]) -> M:
     try:
-        return model.model_validate(data, context={
-            "max_queue_nums": ctx.settings.max_queue_nums,
-            "max_topics": ctx.settings.max_topics_per_registration,
-        })
+        return validated(model, data, ctx.settings)
     except ValidationError as e:
         raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: {describe(e)}") from None
 
