@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -22,6 +23,15 @@ def wait_http(url: str, limit_s: float = 20) -> None:
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"{url} did not answer within {limit_s} s")
+
+
+def http_status(url: str, timeout_s: float = 5) -> int:
+    """The status of a GET, error statuses included (urllib raises those)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
 
 
 def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

@@ -11,16 +11,8 @@ import urllib.request
 
 import redis
 
-from tests.processes import console_script, start, wait_http
+from tests.processes import console_script, http_status, start, wait_http
 from tests.redis_server import free_port
-
-
-def status_of(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status
-    except urllib.error.HTTPError as e:
-        return e.code
 
 
 def test_sigterm_drains_finishes_in_flight_requests_and_exits_0(redis_url: str) -> None:
@@ -35,7 +27,7 @@ def test_sigterm_drains_finishes_in_flight_requests_and_exits_0(redis_url: str) 
         results: dict[str, object] = {}
 
         def slow_read() -> None:
-            results["status"] = status_of(f"{base}/v1/cluster")
+            results["status"] = http_status(f"{base}/v1/cluster")
             results["done"] = time.monotonic()
 
         admin.execute_command("CLIENT", "PAUSE", 1000, "ALL")
@@ -46,8 +38,8 @@ def test_sigterm_drains_finishes_in_flight_requests_and_exits_0(redis_url: str) 
         sent = time.monotonic()
         time.sleep(0.3)
         # draining: not ready, but still serving
-        assert status_of(f"{base}/readyz") == 503
-        assert status_of(f"{base}/healthz") == 200
+        assert http_status(f"{base}/readyz") == 503
+        assert http_status(f"{base}/healthz") == 200
         reader.join(timeout=10)
         assert results["status"] == 200
         code = proc.wait(timeout=20)
@@ -79,7 +71,7 @@ def test_sigterm_answers_a_waiting_watch_at_once(redis_url: str) -> None:
             etag = resp.headers["ETag"]
         results: dict[str, int] = {}
         watcher = threading.Thread(target=lambda: results.update(
-            status=status_of(f"{base}/v1/routes/T?watch={etag.strip(chr(34))}&timeout=60s")))
+            status=http_status(f"{base}/v1/routes/T?watch={etag.strip(chr(34))}&timeout=60s")))
         watcher.start()
         time.sleep(0.5)
         sent = time.monotonic()

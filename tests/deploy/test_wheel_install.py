@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy._common import ROOT, pyproject
+from tests.processes import http_status
 
 # pip's own cache (~/.cache/pip) makes repeated runs fast; an optional local wheel
 # directory can be offered too.
@@ -44,14 +45,6 @@ def _healthcheck_argv() -> list[str]:
 
     hc = effective(RUNTIME, "HEALTHCHECK")
     return json.loads(hc.args.partition("CMD")[2])
-
-
-def _get(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
 
 
 @pytest.fixture(scope="module")
@@ -102,13 +95,13 @@ def test_console_script_serves_healthz_from_a_fresh_venv(installed_venv: Path):
         while time.monotonic() < deadline:
             assert proc.poll() is None, f"server exited early ({proc.returncode}):\n{proc.stdout.read()}"
             try:
-                status = _get(base + "/healthz")
+                status = http_status(base + "/healthz", timeout_s=2)
                 break
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.2)
         assert status == 200, f"/healthz answered {status}"
         # the embedded store loads the Lua scripts that shipped inside the wheel
-        assert _get(base + "/readyz") == 200
+        assert http_status(base + "/readyz", timeout_s=2) == 200
         # the RocketMQ protocol endpoint (service.remoting) shipped in the wheel too
         with socket.create_connection(("127.0.0.1", remoting_port), timeout=5):
             pass
