@@ -49,9 +49,12 @@ class RoundRobinBalancer:
         self.loop.close()
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        for _ in range(len(self.backends)):
-            host, port = self.backends[self.next % len(self.backends)]
-            self.next += 1
+        # this connection's own walk over every backend, from the next in turn: a shared
+        # counter advanced by concurrent connects could send all its tries to a dead one
+        first = self.next
+        self.next += 1
+        for k in range(len(self.backends)):
+            host, port = self.backends[(first + k) % len(self.backends)]
             try:
                 pair = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
             except (OSError, asyncio.TimeoutError):
