@@ -21,6 +21,7 @@ function K.body_digests() return TAG .. ':body-digests' end
 function K.kv_namespaces() return TAG .. ':kv-namespaces' end
 function K.kv(ns) return TAG .. ':kv:' .. ns end
 function K.changes() return TAG .. ':changes' end
+function K.changelog() return TAG .. ':changelog' end
 local ORDER_TOPIC_CONFIG = 'ORDER_TOPIC_CONFIG'
 
 -- Redis time, not a worker's clock: workers with skewed clocks agree on who expired.
@@ -34,21 +35,58 @@ local function int(x)
   return string.format('%.0f', x)
 end
 
--- Set by a script when a route reader could see its effect.
+-- What a script changed that a reader could see, as dependency tags (service/changes.py
+-- reads them): 't:<topic>' for a topic's QueueData or order config, 'g:<brokerName>' for a
+-- group's members, addresses, cluster or filter servers (every route naming the group).
+-- A change that touches more than TAG_CAP of them is published as a flush ('*'): the
+-- record stays small, and such changes (a first registration of thousands of topics) are rare.
 local changed = false
+local tags, tag_count = {}, 0
+local TAG_CAP = 1000
+-- Change records kept for workers that missed some on the channel (~100 s at 10 a second).
+local CHANGELOG_RETAIN = 1000
 
--- Bumps the version and tells every worker's cache, only when something visible changed,
--- so the periodic re-registration of an unchanged broker does not flush route caches.
+local function touch(tag)
+  changed = true
+  if not tags[tag] then
+    tags[tag] = true
+    tag_count = tag_count + 1
+  end
+end
+
+local function touch_topic(topic) touch('t:' .. topic) end
+local function touch_group(name) touch('g:' .. name) end
+
+-- The first result of every change script is its change: this record, or the bare version.
+-- When something visible changed: bumps the version and publishes the change record
+-- {seq, time, tag...} on the channel and in the capped changelog, in the same script as
+-- the change, so no reader can see one without the other. Returns the record, or the
+-- bare version when nothing changed (an unchanged re-registration flushes no cache).
 local function publish_if_changed()
   if not changed then
     return redis.call('GET', KEYS[1]) or '0'
   end
   local v = redis.call('INCR', KEYS[1])
-  redis.call('PUBLISH', K.changes(), v)
-  return tostring(v)
+  -- Redis time makes each record unique, so a worker can tell a history rolled back and
+  -- rewritten (restore, failover) from the one it followed
+  local t = redis.call('TIME')
+  local record = {tostring(v), t[1] .. t[2]}
+  if tag_count > TAG_CAP then
+    record[3] = '*'
+  else
+    for tag in pairs(tags) do
+      record[#record + 1] = tag
+    end
+  end
+  local encoded = cjson.encode(record)
+  redis.call('PUBLISH', K.changes(), encoded)
+  redis.call('LPUSH', K.changelog(), encoded)
+  redis.call('LTRIM', K.changelog(), 0, CHANGELOG_RETAIN - 1)
+  return encoded
 end
 
 local function leave_cluster(cluster, name)
+  touch_group(name)
   redis.call('SREM', K.cluster(cluster), name)
   if redis.call('SCARD', K.cluster(cluster)) == 0 then
     redis.call('SREM', K.clusters(), cluster)
@@ -90,10 +128,15 @@ end
 -- Writes QueueDatas of one group, each {topic, r, w, p, f}; `known` is the group's
 -- fingerprints before. Per pair only its row (and the topic's broker set when the pair
 -- is new); the topic list and the fingerprints take one variadic call per slice.
+-- How many pairs of one group a change tags by topic; past it, the pairs that existed
+-- before are tagged by their group instead (every route naming the group depends on it).
+local PER_TOPIC_TAGS = 64
+
 local function put_queues(name, entries, known)
   if #entries == 0 then
     return
   end
+  local few = #entries <= PER_TOPIC_TAGS
   local new_topics, fps = {}, {}
   for _, e in ipairs(entries) do
     local topic = e[1]
@@ -102,13 +145,18 @@ local function put_queues(name, entries, known)
     if not known[topic] then
       redis.call('SADD', K.topic(topic), name)
       new_topics[#new_topics + 1] = topic
+      -- a route read before the pair existed does not name this group: tag the topic
+      touch_topic(topic)
+    elseif few then
+      touch_topic(topic)
+    else
+      touch_group(name)
     end
     fps[#fps + 1] = topic
     fps[#fps + 1] = fingerprint(e[2], e[3], e[4], e[5])
   end
   variadic('SADD', K.topics(), new_topics)
   variadic('HSET', K.broker_topics(name), fps)
-  changed = true
 end
 
 -- Creates or replaces one QueueData; true when it changed.
@@ -129,6 +177,14 @@ local function drop_queues(name, topics)
     return
   end
   redis.call('HDEL', K.broker(name), 'queuesIntact')
+  -- every removed pair existed, so each route it changes names the group
+  if #topics <= PER_TOPIC_TAGS then
+    for _, topic in ipairs(topics) do
+      touch_topic(topic)
+    end
+  else
+    touch_group(name)
+  end
   local rows, orphans = {}, {}
   for i, topic in ipairs(topics) do
     rows[i] = K.queue(topic, name)
@@ -141,7 +197,6 @@ local function drop_queues(name, topics)
   delete_keys(rows)
   variadic('HDEL', K.broker_topics(name), topics)
   variadic('SREM', K.topics(), orphans)
-  changed = true
 end
 
 local function drop_queue(topic, name)
@@ -150,6 +205,7 @@ end
 
 -- The group has no address left: it goes from the cluster and from every topic.
 local function remove_group(name)
+  touch_group(name)
   drop_queues(name, redis.call('HKEYS', K.broker_topics(name)))
   local cluster = redis.call('HGET', K.broker(name), 'cluster')
   redis.call('DEL', K.broker(name), K.addrs(name), K.broker_topics(name))
@@ -169,34 +225,36 @@ local function detach(name, addr)
       removed = true
     end
   end
+  if removed then
+    touch_group(name)
+  end
   if removed and redis.call('HLEN', K.addrs(name)) == 0 then
     remove_group(name)
   end
   return removed
 end
 
--- Forgets the per-address rows: live, deadline, identity, filter servers.
--- Returns true when a filter server list (visible in routes) went with them.
-local function forget_address(addr)
+-- Forgets the per-address rows: live, deadline, identity, filter servers. `name`: the
+-- group whose routes show the address's filter servers (nil when it is in none).
+local function forget_address(addr, name)
   local digest = redis.call('HGET', K.member(addr), 'bodyDigest')
   if digest then
     redis.call('HDEL', K.body_digests(), digest)
   end
-  local had_filters = redis.call('DEL', K.filter(addr)) == 1
+  if redis.call('DEL', K.filter(addr)) == 1 and name then
+    touch_group(name)
+  end
   redis.call('DEL', K.live(addr), K.member(addr))
   redis.call('ZREM', K.expiry(), addr)
-  return had_filters
 end
 
 -- Removes an address found by its identity row (expiry, connection close): its own
 -- rows, then its place in its group, cascading as detach does.
 local function remove_address(addr)
   local name = redis.call('HGET', K.member(addr), 'brokerName')
-  if forget_address(addr) then
-    changed = true
-  end
-  if name and detach(name, addr) then
-    changed = true
+  forget_address(addr, name or nil)
+  if name then
+    detach(name, addr)
   end
 end
 

@@ -5,7 +5,7 @@
 -- KEYS[1] version counter
 -- ARGV[1] brokerAddr
 -- ARGV[2] channel id of the closed connection
--- Returns {version, removed}
+-- Returns {change, removed}
 local addr = ARGV[1]
 local channel = ARGV[2]
 

@@ -2,7 +2,7 @@
 -- KEYS[1] version counter
 -- ARGV[1] topic
 -- ARGV[2] clusterName, or '' for every broker
--- Returns {version, QueueData removed}
+-- Returns {change, QueueData removed}
 local topic = ARGV[1]
 local cluster = ARGV[2]
 
@@ -11,7 +11,6 @@ for _, name in ipairs(redis.call('SMEMBERS', K.topic(topic))) do
   if cluster == '' or redis.call('SISMEMBER', K.cluster(cluster), name) == 1 then
     drop_queue(topic, name)
     removed = removed + 1
-    changed = true
   end
 end
 

@@ -3,7 +3,7 @@
 -- after the scan picked the address wins because the deadline is checked here again.
 -- KEYS[1] version counter
 -- ARGV[1] brokerAddr
--- Returns {version, removed}
+-- Returns {change, removed}
 local addr = ARGV[1]
 
 local deadline = redis.call('ZSCORE', K.expiry(), addr)

@@ -2,10 +2,13 @@
 -- KEYS[1] version counter
 -- ARGV[1] namespace
 -- ARGV[2] key
--- Returns {version}
+-- Returns {change}
 local namespace, key = ARGV[1], ARGV[2]
 
 if redis.call('HDEL', K.kv(namespace), key) == 1 then
   changed = true
+  if namespace == ORDER_TOPIC_CONFIG then
+    touch_topic(key)  -- the topic's orderTopicConf
+  end
 end
 return {publish_if_changed()}

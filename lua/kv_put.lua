@@ -3,12 +3,15 @@
 -- ARGV[1] namespace
 -- ARGV[2] key
 -- ARGV[3] value
--- Returns {version}
+-- Returns {change}
 local namespace, key, value = ARGV[1], ARGV[2], ARGV[3]
 
 redis.call('SADD', K.kv_namespaces(), namespace)
 if redis.call('HGET', K.kv(namespace), key) ~= value then
   redis.call('HSET', K.kv(namespace), key, value)
   changed = true
+  if namespace == ORDER_TOPIC_CONFIG then
+    touch_topic(key)  -- the topic's orderTopicConf
+  end
 end
 return {publish_if_changed()}

@@ -14,7 +14,7 @@
 -- ARGV[11] filter server addresses, a JSON array of strings
 -- ARGV[12] channel: the remoting connection this registration came on ('' over HTTP)
 -- ARGV[13] digest of the request body ('' when unknown), kept for register_unchanged.lua
--- Returns {version, changed, masterFound, masterAddr, masterHaAddr, kvFlat}
+-- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat}
 local cluster = ARGV[1]
 local addr = ARGV[2]
 local name = ARGV[3]
@@ -33,7 +33,7 @@ local now = now_ms()
 
 -- 1. clusterAddrTable
 if redis.call('SADD', K.cluster(cluster), name) == 1 then
-  changed = true
+  touch_group(name)
 end
 redis.call('SADD', K.clusters(), cluster)
 
@@ -42,21 +42,18 @@ local register_first = false
 local old_cluster = redis.call('HGET', K.broker(name), 'cluster')
 if not old_cluster then
   register_first = true
-  changed = true
+  touch_group(name)
   redis.call('HSET', K.broker(name), 'cluster', cluster, 'brokerName', name)
 elseif old_cluster ~= cluster then
   -- a group moved cluster: keep it in exactly one cluster set
   leave_cluster(old_cluster, name)
   redis.call('HSET', K.broker(name), 'cluster', cluster)
-  changed = true
 end
 
 -- an address belongs to one group: if it served another one, it leaves that one
 local previous = redis.call('HGET', K.member(addr), 'brokerName')
 if previous and previous ~= name then
-  if detach(previous, addr) then
-    changed = true
-  end
+  detach(previous, addr)
 end
 
 -- "the same IP:PORT must only have one record": a promoted slave drops its old id
@@ -64,14 +61,14 @@ local flat = redis.call('HGETALL', K.addrs(name))
 for i = 1, #flat, 2 do
   if flat[i + 1] == addr and flat[i] ~= id then
     redis.call('HDEL', K.addrs(name), flat[i])
-    changed = true
+    touch_group(name)
   end
 end
 
 local old_addr = redis.call('HGET', K.addrs(name), id)
 if old_addr ~= addr then
   redis.call('HSET', K.addrs(name), id, addr)
-  changed = true
+  touch_group(name)
 end
 if not old_addr then
   register_first = true
@@ -79,9 +76,7 @@ elseif old_addr ~= addr then
   -- the id moved to a new address: the old one is in no group any more, so its rows go
   local owner = redis.call('HMGET', K.member(old_addr), 'brokerName', 'brokerId')
   if owner[1] == name and owner[2] == id then
-    if forget_address(old_addr) then
-      changed = true
-    end
+    forget_address(old_addr, name)
   end
 end
 
@@ -142,7 +137,7 @@ if filter_mode == 'set' then
     if #new_list > 0 then
       redis.call('RPUSH', K.filter(addr), unpack(new_list))
     end
-    changed = true
+    touch_group(name)
   end
 end
 
@@ -153,5 +148,5 @@ end
 
 -- 6. the answer
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
-local version = publish_if_changed()
-return {version, changed and 1 or 0, master_found, master_addr, master_ha, kv}
+local change = publish_if_changed()
+return {change, changed and 1 or 0, master_found, master_addr, master_ha, kv}

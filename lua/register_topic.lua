@@ -4,7 +4,7 @@
 -- ARGV[1] topic
 -- ARGV[2] n, number of QueueData
 -- ARGV[3 ..] n groups of 5: brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag
--- Returns {version, 1} when applied, {version, 0} when a broker name has no BrokerData
+-- Returns {change, 1} when applied, {change, 0} when a broker name has no BrokerData
 -- (RocketMQ then refuses the topic: "Register topic contains illegal broker"); unlike
 -- RocketMQ, nothing at all is written in that case.
 local topic = ARGV[1]
@@ -18,9 +18,7 @@ end
 
 for i = 0, n - 1 do
   local at = 3 + i * 5
-  if put_queue(topic, ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4]) then
-    changed = true
-  end
+  put_queue(topic, ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
 end
 
 return {publish_if_changed(), 1}

@@ -4,7 +4,7 @@
 -- ARGV[2] brokerAddr
 -- ARGV[3] brokerName
 -- ARGV[4] brokerId (informational: removal is by address, see detach)
--- Returns {version, changed}
+-- Returns {change, changed}
 local addr = ARGV[2]
 local name = ARGV[3]
 
@@ -12,12 +12,8 @@ local name = ARGV[3]
 -- must not erase the liveness of an address that has since joined another group.
 local owner = redis.call('HGET', K.member(addr), 'brokerName')
 if not owner or owner == name then
-  if forget_address(addr) then
-    changed = true
-  end
+  forget_address(addr, name)
 end
-if detach(name, addr) then
-  changed = true
-end
+detach(name, addr)
 
 return {publish_if_changed(), changed and 1 or 0}

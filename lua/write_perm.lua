@@ -2,7 +2,7 @@
 -- KEYS[1] version counter
 -- ARGV[1] brokerName
 -- ARGV[2] 'wipe' (perm & ~WRITE) or 'add' (perm = READ|WRITE)
--- Returns {version, topics touched}
+-- Returns {change, topics touched}
 local name = ARGV[1]
 local wipe = ARGV[2] == 'wipe'
 local PERM_WRITE, PERM_READ_WRITE = 2, 6

@@ -14,7 +14,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from service import auth, metrics
-from service.cache import Answer, ReadCache, make_answer
+from service.cache import CLUSTER, Answer, ReadCache, make_answer
 from service.config import Settings
 from service.errors import ApiError, error_response, invalid, topic_not_exist
 from service.models import (
@@ -128,18 +128,34 @@ async def unregister_broker(request: web.Request) -> web.Response:
 
 
 # ---------------------------------------------------------------------- client-facing
+def not_modified(answer: Answer) -> web.Response:
+    return web.Response(status=304, headers={"ETag": answer.etag, "Cache-Control": "no-cache"})
+
+
 def answer_response(request: web.Request, answer: Answer) -> web.Response:
     """The cached bytes as they are; 304 when the client already has them."""
     if_none_match = request.headers.get("If-None-Match")
     if if_none_match and etag_matches(if_none_match, answer.etag):
-        return web.Response(status=304, headers=answer.not_modified_headers)
-    return web.Response(status=answer.status, body=answer.body, headers=answer.headers)
+        return not_modified(answer)
+    # headers are built per response rather than kept with each cached answer: aiohttp
+    # copies them into every response anyway, and kept they cost ~2 KB an entry
+    return web.Response(status=answer.status, body=answer.body, headers={
+        "ETag": answer.etag, "Cache-Control": "no-cache", "Content-Type": "application/json"})
 
 
 def etag_matches(header: str | None, etag: str) -> bool:
     if not header:
         return False
     return header.strip() == "*" or etag in (t.strip().removeprefix("W/") for t in header.split(","))
+
+
+async def wait(event: asyncio.Event, timeout: float) -> bool:
+    """False when the timeout passed first."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        return True
+    except asyncio.TimeoutError:
+        return False
 
 
 def parse_duration(value: str, limit_ms: int) -> float:
@@ -158,7 +174,7 @@ def route_reader(cache: ReadCache) -> Handler:
         if not request.query_string:
             # Look the raw topic up first: only answers to validated topics are ever
             # cached, so a hit needs no validation (read_route validates a miss).
-            answer = cache.lookup(("route", request.match_info["topic"]))
+            answer = cache.lookup_route("http", request.match_info["topic"])
             if answer is not None:
                 return answer_response(request, answer)
         return await read_route(request, cache)
@@ -176,25 +192,31 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
         if route.data is None:
             e = topic_not_exist(topic)
             return make_answer(route.version, e.status, orjson.dumps({"error": e.code, "message": e.message}))
-        return make_answer(route.version, 200, orjson.dumps(route.data))
+        return make_answer(route.version, 200, orjson.dumps(route.data), route.groups)
 
     watch = request.query.get("watch") if request.query_string else None
     if watch is None:
-        return answer_response(request, await cache.get(("route", topic), fetch))
+        return answer_response(request, await cache.route("http", topic, fetch))
     # long poll: answer as soon as the route differs from the one the client has
     watched = '"' + watch.strip().strip('"') + '"'
     timeout = parse_duration(request.query.get("timeout", "30s"), request.app[SETTINGS].watch_max_ms)
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        changed = cache.changed  # taken before the read, so no change can slip between
-        answer = await cache.get(("route", topic), fetch)
+        answer = await cache.route("http", topic, fetch)
         remaining = deadline - asyncio.get_running_loop().time()
         if answer.etag != watched or remaining <= 0 or request.app[STATE]["stopping"]:
             break
-        if not await cache.wait(changed, remaining):
+        # woken only by a change to this topic or a group its answer names: a waiting
+        # watch costs no Redis work, and other topics' changes do not wake it
+        watcher = cache.watch(topic, answer)
+        try:
+            woken = await wait(watcher.event, remaining)
+        finally:
+            cache.unwatch(watcher)
+        if not woken:
             break
     if answer.etag == watched:
-        return web.Response(status=304, headers=answer.not_modified_headers)
+        return not_modified(answer)
     return answer_response(request, answer)
 
 
@@ -205,7 +227,7 @@ async def get_cluster(request: web.Request) -> web.Response:
         version, body = await reg.cluster_info()
         return make_answer(version, 200, orjson.dumps(body))
 
-    return answer_response(request, await request.app[CACHE].get(("cluster",), fetch))
+    return answer_response(request, await request.app[CACHE].get(("cluster",), fetch, scope=CLUSTER))
 
 
 async def _topic_list(request: web.Request, which: str, cluster: str = "") -> web.Response:
@@ -372,7 +394,7 @@ async def stop(tasks: list[asyncio.Task[None]]) -> None:
 def begin_stopping(app: web.Application) -> None:
     """Not ready any more, and long polls answer now instead of holding the shutdown."""
     app[STATE]["stopping"] = True
-    app[CACHE].changed.set()
+    app[CACHE].wake_all()
 
 
 async def _on_shutdown(app: web.Application) -> None:
@@ -387,11 +409,13 @@ def create_app(settings: Settings, store: Store | None = None) -> web.Applicatio
     app[OBSERVER] = Observer(tally, tokens, settings.auth_reads)
     app[SETTINGS] = settings
     app[STORE] = store or Store(settings)
-    app[CACHE] = ReadCache(app[STORE], settings.version_poll_ms, settings.max_staleness_ms)
+    app[CACHE] = ReadCache(app[STORE], settings.version_poll_ms, settings.max_staleness_ms,
+                           max_entries=settings.cache_max_entries, max_bytes=settings.cache_max_bytes,
+                           negative_entries=settings.cache_negative_entries)
     app[REGISTRY] = Registry(app[STORE], on_change=app[CACHE].observe)
     app[SCANNER] = Scanner(app[REGISTRY], settings.scan_interval_ms, settings.scan_batch)
     app[STATE] = {"stopping": False}
-    metrics.install(app, app[SCANNER], tally)
+    metrics.install(app, app[SCANNER], tally, app[CACHE])
     add_routes(app)
     add_ui_routes(app)
     # last: it answers 404/405 for whatever no route above matched

@@ -40,6 +40,9 @@ class Settings:
     version_poll_ms: int = 500
     max_staleness_ms: int = 1_000
     watch_max_ms: int = 120_000
+    cache_max_entries: int = 200_000
+    cache_max_bytes: int = 256 * 1024 * 1024
+    cache_negative_entries: int = 10_000
     auth_tokens_file: str | None = None
     auth_reads: str = "open"
     log_level: str = "INFO"
@@ -78,6 +81,9 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_VERSION_POLL_MS": ("version_poll_ms", int),
     "RMQ_MAX_STALENESS_MS": ("max_staleness_ms", int),
     "RMQ_WATCH_MAX_MS": ("watch_max_ms", int),
+    "RMQ_CACHE_MAX_ENTRIES": ("cache_max_entries", int),
+    "RMQ_CACHE_MAX_BYTES": ("cache_max_bytes", int),
+    "RMQ_CACHE_NEGATIVE_ENTRIES": ("cache_negative_entries", int),
     "RMQ_AUTH_TOKENS_FILE": ("auth_tokens_file", str),
     "RMQ_AUTH_READS": ("auth_reads", str),
     "RMQ_LOG_LEVEL": ("log_level", str),

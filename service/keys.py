@@ -102,13 +102,20 @@ class Keys:
     # -- change tracking
     @property
     def version(self) -> str:
-        """STRING counter, incremented by every change a route reader could see."""
+        """STRING counter, incremented by every change a route reader could see: the
+        sequence number of its change record."""
         return f"{self.tag}:version"
 
     @property
     def changes(self) -> str:
-        """Pub/sub channel; every change publishes the new version on it."""
+        """Pub/sub channel; every change publishes its change record on it (service/changes.py)."""
         return f"{self.tag}:changes"
+
+    @property
+    def changelog(self) -> str:
+        """LIST of the latest change records, newest first, capped (lua/_lib.lua): what a
+        worker that missed some on the channel replays."""
+        return f"{self.tag}:changelog"
 
     # -- patterns for readers that scan (analytics)
     def pattern(self, kind: str) -> str:

@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
+    from service.cache import ReadCache
     from service.scanner import Scanner
 
 METRICS = web.AppKey("metrics", dict)
@@ -70,9 +71,10 @@ class RequestTally:
 
 
 class _Collector(Collector):
-    def __init__(self, tally: RequestTally, scanner: "Scanner") -> None:
+    def __init__(self, tally: RequestTally, scanner: "Scanner", cache: "ReadCache") -> None:
         self.tally = tally
         self.scanner = scanner
+        self.cache = cache
         self.registry = scanner.registry
 
     def collect(self) -> Iterator[Metric]:
@@ -106,13 +108,31 @@ class _Collector(Collector):
         yield CounterMetricFamily("rmq_scanner_passes", "expiry scanner passes", value=stats.passes)
         yield CounterMetricFamily("rmq_scanner_expired_brokers", "brokers this worker removed on expiry", value=stats.expired)
         yield CounterMetricFamily("rmq_scanner_failures", "scanner passes that failed", value=stats.failures)
+        yield from self._cache_metrics()
+
+    def _cache_metrics(self) -> Iterator[Metric]:
+        cache, c = self.cache, self.cache.stats
+        yield GaugeMetricFamily("rmq_cache_entries", "cached read answers (routes, TOPIC_NOT_EXIST answers, whole-table answers)",
+                                value=cache.size)
+        yield GaugeMetricFamily("rmq_cache_bytes", "estimated memory of the cached route answers", value=cache.bytes)
+        yield GaugeMetricFamily("rmq_cache_watchers", "long polls waiting for a route to change", value=cache.watchers)
+        yield GaugeMetricFamily("rmq_cache_sequence", "the last change record this worker applied", value=cache.seq)
+        for name, value, text in (
+            ("hits", c.hits, "reads answered from the cache"),
+            ("misses", c.misses, "reads that ran a read script"),
+            ("evictions", c.evictions, "answers pushed out by the entry or byte budget"),
+            ("invalidations", c.invalidations, "answers removed because a change touched them"),
+            ("flushes", c.flushes, "times the whole cache was dropped (a gap in the change records)"),
+            ("watchers_woken", c.watchers_woken, "long polls woken by a change that may alter their answer"),
+        ):
+            yield CounterMetricFamily(f"rmq_cache_{name}", text, value=value)
 
 
-def install(app: web.Application, scanner: "Scanner", tally: RequestTally) -> None:
+def install(app: web.Application, scanner: "Scanner", tally: RequestTally, cache: "ReadCache") -> None:
     """Publishes `tally` (counted by service.observe) and the scanner's figures on /metrics."""
     # one registry per app, so several apps in one process (tests) do not collide
     registry = CollectorRegistry()
-    registry.register(_Collector(tally, scanner))
+    registry.register(_Collector(tally, scanner, cache))
     app[METRICS] = {"registry": registry, "tally": tally}
 
 

@@ -42,13 +42,21 @@ class Route:
     version: int
     data: dict[str, Any] | None  # None: TOPIC_NOT_EXIST
 
+    @property
+    def groups(self) -> list[str]:
+        """The broker groups the route names: a change to any of them may change it."""
+        if self.data is None:
+            return []
+        return [q["brokerName"] for q in self.data["queueDatas"]] + [b["brokerName"] for b in self.data["brokerDatas"]]
+
 
 class Registry:
-    def __init__(self, store: Store, on_change: Callable[[int], None] | None = None) -> None:
+    def __init__(self, store: Store, on_change: Callable[[Any], None] | None = None) -> None:
         self.store = store
         self.settings = store.settings
-        # told the table version each change script left, so this worker's own cache reads
-        # its writes at once instead of when the change channel brings the news
+        # told each change script's first result (its change record, or the bare version),
+        # so this worker's own cache reads its writes at once instead of when the change
+        # channel brings the news
         self.on_change = on_change
         self.operations: Counter[str] = Counter()  # applied changes by script (for /metrics)
 
@@ -56,7 +64,7 @@ class Registry:
         result = await self.store.run(script, args)
         self.operations[script] += 1
         if self.on_change is not None:
-            self.on_change(int(result[0]))
+            self.on_change(result[0])
         return result
 
     # ------------------------------------------------------------------ broker-facing

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 SCRIPTS = (
     "register", "register_unchanged", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
     "kv_put", "kv_delete", "register_topic", "channel_closed", "route", "cluster_info", "topic_lists",
-    "live_brokers", "topic_summary",
+    "live_brokers", "topic_summary", "changes_since",
 )
 
 

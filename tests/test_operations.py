@@ -117,7 +117,7 @@ async def test_cached_route_reads_run_through_no_aiohttp_middleware(client: Test
     await register(client, registration(topics=["T1"]))
     await client.app[CACHE].poll_once()  # a confirmed version, so the second read is a cache hit
     first, hit = [await client.get("/v1/routes/T1") for _ in range(2)]
-    assert client.app[CACHE].hits >= 1
+    assert client.app[CACHE].stats.hits >= 1
     for resp in (first, hit):
         assert resp.status == 200 and resp.headers["Content-Type"] == "application/json"
         assert resp.headers["ETag"] == first.headers["ETag"] and resp.headers["Cache-Control"] == "no-cache"

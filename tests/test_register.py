@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import redis
 from aiohttp.test_utils import TestClient
@@ -216,14 +217,17 @@ async def test_unchanged_reregistration_does_not_bump_the_route_version(client: 
     assert r.get(K.version) == before
 
 
-async def test_a_visible_change_bumps_the_version_and_publishes_it(client: TestClient, r: redis.Redis) -> None:
+async def test_a_visible_change_bumps_the_version_and_publishes_its_change_record(client: TestClient, r: redis.Redis) -> None:
     pubsub = r.pubsub()
     pubsub.subscribe(K.changes)
     assert pubsub.get_message(timeout=1)["type"] == "subscribe"
     await register(client, registration())
     message = pubsub.get_message(timeout=2)
     pubsub.close()
-    assert message is not None and message["data"] == r.get(K.version) == "1"
+    assert message is not None and r.get(K.version) == "1"
+    seq, _time, *tags = json.loads(message["data"])
+    assert seq == "1" and sorted(tags) == ["g:broker-a", "t:TopicTest"]
+    assert r.lrange(K.changelog, 0, -1) == [message["data"]]
 
 
 async def test_identical_reregistration_takes_the_fast_path_and_refreshes_liveness(client: TestClient, r: redis.Redis) -> None:

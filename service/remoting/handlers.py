@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 from pydantic import ValidationError
 
-from service.cache import Answer, ReadCache, make_answer
+from service.cache import CLUSTER, Answer, ReadCache, make_answer
 from service.config import Settings
 from service.models import (
     M,
@@ -235,9 +235,9 @@ async def get_route(ctx: Context, cmd: Command) -> Command:
         route = await reg.route(topic)
         if route.data is None:
             return make_answer(route.version, 404, b"")
-        return make_answer(route.version, 200, bodies.route(route.data, standard))
+        return make_answer(route.version, 200, bodies.route(route.data, standard), route.groups)
 
-    answer = await ctx.cache.get(("remoting-route", topic, standard), fetch)
+    answer = await ctx.cache.route("tcp-std" if standard else "tcp", topic, fetch)
     if answer.status != 200:
         return topic_not_exist(cmd, topic)
     return ok(cmd, body=answer.body)
@@ -250,7 +250,7 @@ async def cluster_info(ctx: Context, cmd: Command) -> Command:
         version, doc = await reg.cluster_info()
         return make_answer(version, 200, bodies.cluster_info(doc))
 
-    return ok(cmd, body=(await ctx.cache.get(("remoting-cluster",), fetch)).body)
+    return ok(cmd, body=(await ctx.cache.get(("remoting-cluster",), fetch, scope=CLUSTER)).body)
 
 
 def topic_list(which: str) -> Handler:
