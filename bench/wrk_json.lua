@@ -7,6 +7,17 @@ if body ~= nil and body ~= "" then
   wrk.headers["Content-Type"] = "application/json"
 end
 
+-- With WRK_RANDOM_ROUTES="<groups>,<topics>", every request reads the route of a random
+-- topic T<g>_<i> (g < groups, i < topics), as bench/changing_reads.py seeds them.
+local random_routes = os.getenv("WRK_RANDOM_ROUTES")
+if random_routes ~= nil and random_routes ~= "" then
+  local groups, per_group = string.match(random_routes, "^(%d+),(%d+)$")
+  groups, per_group = tonumber(groups), tonumber(per_group)
+  request = function()
+    return wrk.format("GET", "/v1/routes/T" .. math.random(0, groups - 1) .. "_" .. math.random(0, per_group - 1))
+  end
+end
+
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(

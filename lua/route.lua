@@ -1,36 +1,58 @@
--- Read a topic's route in one step, so no reader sees a queue whose broker was just removed.
+-- Read a topic's route in one step, so no reader sees a queue whose broker was just removed,
+-- and encode it here: a miss then costs the worker no decoding of nested replies and no
+-- JSON encoding, only the bytes it sends (and caches).
 -- KEYS[1] version counter
 -- ARGV[1] topic
 -- ARGV[2] '1' to attach orderTopicConf from the KV namespace ORDER_TOPIC_CONFIG
--- Returns {version, queues, brokers, filters, orderTopicConf or false}
---   queues:  {{brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag}, ...} by brokerName
---   brokers: {{brokerName, cluster, {brokerId, brokerAddr, ...}}, ...} by brokerName
---   filters: {{brokerAddr, {filterServer, ...}}, ...}
+-- Returns {version, body, names}: body is the route as API.md's JSON (queueDatas and
+--   brokerDatas by brokerName, brokerAddrs by brokerId), or false when the topic has no
+--   route (TOPIC_NOT_EXIST); names are the broker groups it names.
 local topic = ARGV[1]
 local with_order = ARGV[2] == '1'
+local str = cjson.encode  -- a Lua string as a JSON string
 
 local names = redis.call('SMEMBERS', K.topic(topic))
 table.sort(names)
-local queues, brokers, filters = {}, {}, {}
+local queues, brokers, filters, named = {}, {}, {}, {}
 for _, name in ipairs(names) do
   local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
   if q[1] then
-    queues[#queues + 1] = {name, q[1], q[2], q[3], q[4]}
+    named[#named + 1] = name
+    -- the counts are written only by the scripts, from validated integers
+    queues[#queues + 1] = '{"brokerName":' .. str(name) .. ',"readQueueNums":' .. q[1] .. ',"writeQueueNums":'
+      .. q[2] .. ',"perm":' .. q[3] .. ',"topicSysFlag":' .. q[4] .. '}'
     local cluster = redis.call('HGET', K.broker(name), 'cluster')
     if cluster then
-      local addrs = redis.call('HGETALL', K.addrs(name))
-      brokers[#brokers + 1] = {name, cluster, addrs}
-      for i = 2, #addrs, 2 do
-        local servers = redis.call('LRANGE', K.filter(addrs[i]), 0, -1)
+      local flat = redis.call('HGETALL', K.addrs(name))
+      local ids = {}
+      for i = 1, #flat, 2 do
+        ids[#ids + 1] = {tonumber(flat[i]), flat[i], flat[i + 1]}
+      end
+      table.sort(ids, function(a, b) return a[1] < b[1] end)
+      local addrs = {}
+      for i, id in ipairs(ids) do
+        addrs[i] = str(id[2]) .. ':' .. str(id[3])
+        local servers = redis.call('LRANGE', K.filter(id[3]), 0, -1)
         if #servers > 0 then
-          filters[#filters + 1] = {addrs[i], servers}
+          local list = {}
+          for j, s in ipairs(servers) do
+            list[j] = str(s)
+          end
+          filters[#filters + 1] = str(id[3]) .. ':[' .. table.concat(list, ',') .. ']'
         end
       end
+      brokers[#brokers + 1] = '{"cluster":' .. str(cluster) .. ',"brokerName":' .. str(name)
+        .. ',"brokerAddrs":{' .. table.concat(addrs, ',') .. '}}'
     end
   end
 end
-local order = false
-if with_order then
-  order = redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)
+local version = redis.call('GET', KEYS[1]) or '0'
+if #queues == 0 or #brokers == 0 then
+  return {version, false, named}
 end
-return {redis.call('GET', KEYS[1]) or '0', queues, brokers, filters, order}
+local order = with_order and redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)
+local body = '{"orderTopicConf":' .. (order and str(order) or 'null')
+  .. ',"queueDatas":[' .. table.concat(queues, ',') .. ']'
+  .. ',"brokerDatas":[' .. table.concat(brokers, ',') .. ']'
+  .. ',"filterServerTable":{' .. table.concat(filters, ',') .. '}}'
+return {version, body, named}

@@ -189,10 +189,10 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
 
     async def fetch() -> Answer:
         route = await reg.route(topic)
-        if route.data is None:
+        if route.body is None:
             e = topic_not_exist(topic)
             return make_answer(route.version, e.status, orjson.dumps({"error": e.code, "message": e.message}))
-        return make_answer(route.version, 200, orjson.dumps(route.data), route.groups)
+        return make_answer(route.version, 200, route.body, route.groups)
 
     watch = request.query.get("watch") if request.query_string else None
     if watch is None:

@@ -37,17 +37,15 @@ def _broker_data(row: list[Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Route:
-    """A topic's route as one version of the tables saw it."""
+    """A topic's route as one version of the tables saw it, encoded by route.lua."""
 
     version: int
-    data: dict[str, Any] | None  # None: TOPIC_NOT_EXIST
+    body: bytes | None  # API.md's JSON; None: TOPIC_NOT_EXIST
+    groups: list[str]  # the broker groups it names: a change to any of them may change it
 
     @property
-    def groups(self) -> list[str]:
-        """The broker groups the route names: a change to any of them may change it."""
-        if self.data is None:
-            return []
-        return [q["brokerName"] for q in self.data["queueDatas"]] + [b["brokerName"] for b in self.data["brokerDatas"]]
+    def data(self) -> dict[str, Any] | None:
+        return None if self.body is None else orjson.loads(self.body)
 
 
 class Registry:
@@ -133,19 +131,8 @@ class Registry:
     # ------------------------------------------------------------------ client-facing
     async def route(self, topic: str) -> Route:
         order = "1" if self.settings.order_message_enable else "0"
-        version, queues, brokers, filters, order_conf = await self.store.run("route", [topic, order])
-        if not queues or not brokers:
-            return Route(int(version), None)
-        return Route(int(version), {
-            "orderTopicConf": _s(order_conf) if order_conf else None,
-            "queueDatas": [
-                {"brokerName": _s(n), "readQueueNums": int(r), "writeQueueNums": int(w),
-                 "perm": int(p), "topicSysFlag": int(f)}
-                for n, r, w, p, f in queues
-            ],
-            "brokerDatas": [_broker_data(b) for b in brokers],
-            "filterServerTable": {_s(addr): [_s(s) for s in servers] for addr, servers in filters},
-        })
+        version, body, names = await self.store.run("route", [topic, order])
+        return Route(int(version), bytes(body) if body else None, [_s(n) for n in names])
 
     async def cluster_info(self) -> tuple[int, dict[str, Any]]:
         version, clusters, brokers = await self.store.run("cluster_info", [])

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import logging
 from typing import Any, Awaitable, Callable
 
+import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
@@ -233,9 +234,9 @@ async def get_route(ctx: Context, cmd: Command) -> Command:
 
     async def fetch() -> Answer:
         route = await reg.route(topic)
-        if route.data is None:
+        if route.body is None:
             return make_answer(route.version, 404, b"")
-        return make_answer(route.version, 200, bodies.route(route.data, standard), route.groups)
+        return make_answer(route.version, 200, bodies.route(orjson.loads(route.body), standard), route.groups)
 
     answer = await ctx.cache.route("tcp-std" if standard else "tcp", topic, fetch)
     if answer.status != 200:
