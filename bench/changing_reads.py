@@ -34,7 +34,7 @@ def seed(redis_url: str, per_group: int) -> None:
         store = store_for(redis_url)
         await store.load_scripts()
         bodies = [registration(addr=f"10.1.{g}.1:10911", name=f"group-{g}",
-                               topics=[f"T{g}_{i}" for i in range(per_group)]) for g in range(GROUPS)]
+                               topics=[f"T{g * per_group + i}" for i in range(per_group)]) for g in range(GROUPS)]
         await register_many(Registry(store), bodies)
         await store.close()
 
@@ -84,17 +84,17 @@ def main() -> None:
 
     with redis_server() as rs, workers(rs.url) as [reader], workers(rs.url) as [writer]:
         seed(rs.url, per_group)
-        status, _ = http("GET", f"http://127.0.0.1:{reader}/v1/routes/T0_0")
+        status, _ = http("GET", f"http://127.0.0.1:{reader}/v1/routes/T0")
         assert status == 200
-        url = f"http://127.0.0.1:{reader}/v1/routes/T0_0"
-        wrk(url, 1 if args.quick else 3, random_routes=(GROUPS, per_group))  # warm the cache
+        url = f"http://127.0.0.1:{reader}/v1/routes/T0"
+        wrk(url, 1 if args.quick else 3, routes=("random", GROUPS * per_group))  # warm the cache
         runs: dict[int, list[dict]] = {rate: [] for rate in rates}
         for r in range(rounds):
             for rate in rates:
                 changer = Changer(f"http://127.0.0.1:{writer}", rate)
                 hits0, misses0 = cache_counts(reader)
                 changer.start()
-                result = wrk(url, seconds, random_routes=(GROUPS, per_group))
+                result = wrk(url, seconds, routes=("random", GROUPS * per_group))
                 changer.stop.set()
                 changer.join()
                 hits, misses = cache_counts(reader)

@@ -208,18 +208,18 @@ def have_wrk() -> bool:
 
 
 def wrk_start(url: str, seconds: float, connections: int = 64, threads: int = 1,
-              body: bytes | None = None, random_routes: tuple[int, int] | None = None) -> subprocess.Popen[str]:
+              body: bytes | None = None, routes: tuple[str, int] | None = None) -> subprocess.Popen[str]:
     """wrk in the background; with `body`, every request is a POST of it (JSON); with
-    `random_routes` (groups, topics per group), each one reads a random topic's route."""
+    `routes` ("random" or "sequential", n), each one reads the route of a topic T<i < n>."""
     if not have_wrk():
         raise SystemExit("wrk is not installed: run bench/run (it installs it) or `apt-get install wrk`")
     args = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{max(1, round(seconds))}s",
             "--timeout", "5s", "-s", str(WRK_LUA), url]
     env = dict(os.environ)
     env.pop("WRK_BODY", None)
-    env.pop("WRK_RANDOM_ROUTES", None)
-    if random_routes is not None:
-        env["WRK_RANDOM_ROUTES"] = f"{random_routes[0]},{random_routes[1]}"
+    env.pop("WRK_ROUTES", None)
+    if routes is not None:
+        env["WRK_ROUTES"] = f"{routes[0]},{routes[1]}"
     if body is not None:
         env["WRK_BODY"] = body.decode()
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -239,9 +239,9 @@ def wrk_finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 def wrk(url: str, seconds: float, connections: int = 64, threads: int = 1, body: bytes | None = None,
-        random_routes: tuple[int, int] | None = None) -> dict[str, Any]:
+        routes: tuple[str, int] | None = None) -> dict[str, Any]:
     """One wrk run; requests, rps, latency percentiles (µs) and error counts."""
-    return wrk_finish(wrk_start(url, seconds, connections, threads, body, random_routes))
+    return wrk_finish(wrk_start(url, seconds, connections, threads, body, routes))
 
 
 # ---------------------------------------------------------------------- HTTP client (stdlib)

@@ -7,14 +7,22 @@ if body ~= nil and body ~= "" then
   wrk.headers["Content-Type"] = "application/json"
 end
 
--- With WRK_RANDOM_ROUTES="<groups>,<topics>", every request reads the route of a random
--- topic T<g>_<i> (g < groups, i < topics), as bench/changing_reads.py seeds them.
-local random_routes = os.getenv("WRK_RANDOM_ROUTES")
-if random_routes ~= nil and random_routes ~= "" then
-  local groups, per_group = string.match(random_routes, "^(%d+),(%d+)$")
-  groups, per_group = tonumber(groups), tonumber(per_group)
+-- With WRK_ROUTES="random,<n>" every request reads the route of a random topic T<i>
+-- (i < n); with "sequential,<n>" of T0, T1, ... in turn (one pass fills a cache).
+local routes = os.getenv("WRK_ROUTES")
+if routes ~= nil and routes ~= "" then
+  local order, n = string.match(routes, "^(%a+),(%d+)$")
+  n = tonumber(n)
+  local next_i = -1
   request = function()
-    return wrk.format("GET", "/v1/routes/T" .. math.random(0, groups - 1) .. "_" .. math.random(0, per_group - 1))
+    local i
+    if order == "sequential" then
+      next_i = (next_i + 1) % n
+      i = next_i
+    else
+      i = math.random(0, n - 1)
+    end
+    return wrk.format("GET", "/v1/routes/T" .. i)
   end
 end
 
