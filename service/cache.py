@@ -103,7 +103,7 @@ class Stats:
 
 class ReadCache:
     def __init__(self, store: Store, poll_ms: int, bound_ms: int, max_entries: int = 200_000,
-                 max_bytes: int = 256 * 1024 * 1024, negative_entries: int = 10_000) -> None:
+                 max_bytes: int = 512 * 1024 * 1024, negative_entries: int = 10_000) -> None:
         self.store = store
         self.poll = poll_ms / 1000
         self.bound = bound_ms / 1000
@@ -332,25 +332,27 @@ class ReadCache:
 
     async def poll_once(self) -> None:
         sent = time.monotonic()
-        since = self.seq
+        # both taken before the call: the channel may move them while it is under way
+        since, anchor = self.seq, self.anchor
         version_raw, records = await self.store.run("changes_since", [since])
         version = int(version_raw)
-        if not self._catch_up(since, version, records):
+        if not self._catch_up(since, anchor, version, records):
             log.info("change records %s..%s not replayable; flushing the read cache", since, version)
             self._reset(version, bytes(records[0]) if records else None)
         self.ahead = {s: r for s, r in self.ahead.items() if s > self.seq}
         if sent > self.confirmed_at:
             self.confirmed_at = sent
 
-    def _catch_up(self, since: int, version: int, records: list[bytes] | None) -> bool:
-        """Applies the records of (since, version]; False when they cannot be trusted."""
+    def _catch_up(self, since: int, anchor: bytes | None, version: int, records: list[bytes] | None) -> bool:
+        """Applies the records of (since, version]; False when they cannot be trusted.
+        `anchor` is the record this worker had applied at `since`."""
         if records is None or version < since:
             return False
         parsed = [changes.parse(r) for r in records]
         expected = list(range(version, since - 1 if since > 0 else 0, -1))
         if [c.seq if c is not None else None for c in parsed] != expected:
             return False
-        if since > 0 and self.anchor is not None and parsed[-1] is not None and parsed[-1].raw != self.anchor:
+        if since > 0 and anchor is not None and parsed[-1] is not None and parsed[-1].raw != anchor:
             return False  # the record this worker applied at `since` is not the one there now
         for change in reversed(parsed):
             if change is not None and change.seq > since:

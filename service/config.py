@@ -41,7 +41,7 @@ class Settings:
     max_staleness_ms: int = 1_000
     watch_max_ms: int = 120_000
     cache_max_entries: int = 200_000
-    cache_max_bytes: int = 256 * 1024 * 1024
+    cache_max_bytes: int = 512 * 1024 * 1024
     cache_negative_entries: int = 10_000
     auth_tokens_file: str | None = None
     auth_reads: str = "open"

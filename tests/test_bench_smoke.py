@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NEEDS_WRK = {"route_query", "scale_workers"}
+NEEDS_WRK = {"route_query", "scale_workers", "changing_reads", "fleet"}
 
 # bench -> (extra arguments, keys of "results")
 BENCHES = {
@@ -25,6 +25,8 @@ BENCHES = {
     "scanner_pass": (["--totals", "50", "--dues", "0,5", "--reps", "1"], {"cases"}),
     "redis_memory": (["--topics", "100", "--brokers", "2"], {"pairs", "bytes_per_pair", "memory_usage"}),
     "scale_workers": (["--workers", "2", "--seconds", "1", "--rounds", "1"], {"direct"}),
+    "changing_reads": (["--seconds", "1", "--rounds", "1"], {"rates", "ratio_to_no_change", "runs"}),
+    "fleet": (["--no-analytics"], {"fleet", "seeding", "steady_state", "random_reads", "watch", "slowest_scripts"}),
 }
 
 
@@ -84,6 +86,19 @@ def test_bench_script_runs(bench: str, tmp_path: Path) -> None:
         assert all(c["pass_ms"] > 0 for c in res["cases"].values())
     elif bench == "redis_memory":
         assert res["pairs"] == 200 and res["bytes_per_pair"] > 0 and res["memory_usage"]["queue_hash"] > 0
+    elif bench == "changing_reads":
+        for rate in ("0", "1", "2", "10"):
+            assert res["rates"][rate]["rps"] > 0 and res["rates"][rate]["errors"] == 0
+    elif bench == "fleet":
+        assert res["fleet"]["pairs"] > res["fleet"]["topics"] and res["seeding"]["redis_bytes_per_pair"] > 0
+        for rate in ("0", "1", "10"):
+            assert res["random_reads"][rate]["rps"] > 0 and res["random_reads"][rate]["errors"] == 0
+        # what the change records promise: one topic's change wakes its one watcher, and a
+        # group's membership change wakes exactly the watchers of topics naming the group
+        watch = res["watch"]
+        assert watch["waiting"] == watch["watchers"]
+        assert watch["woken_by_one_topic_change"] == 1
+        assert watch["woken_by_membership_change"] == watch["watched_topics_of_that_group"]
     elif bench == "scale_workers":
         for mode in res:
             assert set(res[mode]) == {"1", "2"} and all(p["rps"] > 0 for p in res[mode].values())

@@ -10,6 +10,7 @@ import time
 import redis
 from aiohttp.test_utils import TestClient
 
+from service import changes
 from service.api import CACHE, REGISTRY
 from service.keys import ORDER_TOPIC_CONFIG, Keys
 from tests.builders import registration, topic_config
@@ -144,3 +145,24 @@ async def test_a_rewritten_history_is_noticed_and_flushes_the_cache(make_client,
     # the same sequence number again, for another change
     await writer.post("/v1/brokers/register", json=registration(name="g0", topics={"T0": topic_config("T0", write=2)}, version=3))
     assert await agree_within_bound(reader, oracle) == []
+
+
+async def test_a_record_arriving_while_a_poll_is_under_way_does_not_flush_the_cache(make_client, r: redis.Redis) -> None:
+    writer, reader = await make_client(), await make_client()
+    cache = reader.app[CACHE]
+    cache._message = lambda data: None  # records reach the reader only as this test says
+    await writer.post("/v1/brokers/register", json=registration(name="g0", topics=["T0"]))
+    await cache.poll_once()
+    await writer.post("/v1/brokers/register", json=registration(name="g0", topics={"T0": topic_config("T0", write=8)}, version=2))
+    store_run = cache.store.run
+
+    async def run_and_deliver(name: str, args: list) -> object:
+        result = await store_run(name, args)
+        if name == "changes_since":  # the channel brings record 2 while the poll's answer is on its way
+            cache.apply(changes.parse(r.lindex(K.changelog, 0)))
+        return result
+
+    cache.store.run = run_and_deliver  # type: ignore[method-assign]
+    flushes = cache.stats.flushes
+    await cache.poll_once()
+    assert cache.seq == 2 and cache.stats.flushes == flushes
