@@ -26,6 +26,7 @@ from service.models import (
     RegisterRequest,
     UnregisterRequest,
     describe,
+    name_rule,
     valid_name,
     validated,
 )
@@ -84,9 +85,11 @@ async def parse(request: web.Request, model: type[M]) -> M:
 
 
 def name_param(request: web.Request, param: str, max_length: int = 255) -> str:
+    # aiohttp matches the still-encoded path and percent-decodes each segment it hands
+    # over, so a name may carry any character, "/" as %2F included
     value = request.match_info[param]
     if not valid_name(value, max_length):
-        raise invalid(f"{param} must match [%|a-zA-Z0-9_-]+ and be at most {max_length} characters")
+        raise invalid(f"{param} must be {name_rule(max_length)}")
     return value
 
 
@@ -256,7 +259,7 @@ async def delete_topic(request: web.Request) -> web.Response:
     topic = name_param(request, "topic", TOPIC_MAX)
     cluster = request.query.get("clusterName")
     if cluster is not None and not valid_name(cluster):
-        raise invalid("clusterName must match [%|a-zA-Z0-9_-]+")
+        raise invalid(f"clusterName must be {name_rule()}")
     await registry(request).delete_topic(topic, cluster)
     return ok()
 
@@ -329,7 +332,8 @@ def add_route(app: web.Application, method: str, path: str, handler: Handler, re
 
 def add_routes(app: web.Application) -> None:
     # Path parameters take any segment, so a bad name gets the 400 INVALID_REQUEST of
-    # name_param rather than a router 404 (aiohttp's default excludes braces).
+    # name_param rather than a router 404, and names with braces reach their handler
+    # (aiohttp's default parameter pattern excludes braces).
     add = functools.partial(add_route, app)
 
     add("POST", "/v1/brokers/register", register_broker, auth.BROKER)

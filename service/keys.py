@@ -5,17 +5,49 @@ one slot and every Lua script may touch any of them. The Lua scripts build the s
 names from the tag they are given (``lua/_lib.lua``); this module is the Python side
 and the reference for both.
 
-Names cannot contain ``:`` (API.md restricts them to ``[%|a-zA-Z0-9_-]``), so the
-separator is unambiguous even though broker addresses (``host:port``) do contain it:
-an address only ever stands last in a key.
+Names (cluster, broker name, topic, KV namespace) may be any string RocketMQ accepts,
+``:``, ``{`` and ``}`` included, so they go into keys through ``encode_name``: an injective
+escape whose output never contains ``:``, ``{``, ``}`` or a glob character. Two different
+(topic, broker name) pairs therefore never share a key, and the ``{<prefix>}`` hash tag
+stays the only braces in a key. Names made of ``[%|A-Za-z0-9_.-]`` (every name the
+registry accepted before) are their own encoding, so existing keys did not move. Broker
+addresses (``host:port``) are not encoded: an address only ever stands last in a key, so
+its ``:`` is unambiguous there. Member and field values (set members, hash fields) hold
+names as they are; only key names are encoded.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # KV namespace whose entries are attached to routes and returned to brokers.
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+# The bytes a name keeps as they are; every other byte (``~`` included, which makes the
+# escape reversible) becomes ``~XX``, uppercase hex of its UTF-8 byte. lua/_lib.lua's
+# ``enc`` is the same function: change both together.
+_PLAIN = re.compile(r"[%|A-Za-z0-9_.\-]*")
+_KEPT = frozenset(b"%|ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def encode_name(name: str) -> str:
+    """``name`` as it stands in a key (see the module's docstring)."""
+    if _PLAIN.fullmatch(name):  # nearly every name: no escaping, no copy
+        return name
+    return "".join(chr(b) if b in _KEPT else f"~{b:02X}" for b in name.encode())
+
+
+def decode_name(part: str) -> str:
+    """The name ``encode_name`` turned into ``part``: for readers that parse keys."""
+    if "~" not in part:
+        return part
+    head, *escaped = part.split("~")
+    raw = bytearray(head.encode())
+    for piece in escaped:
+        raw.append(int(piece[:2], 16))
+        raw += piece[2:].encode()
+    return raw.decode()
 
 
 @dataclass(frozen=True)
@@ -34,22 +66,22 @@ class Keys:
 
     def cluster(self, cluster: str) -> str:
         """SET of broker names in a cluster."""
-        return f"{self.tag}:cluster:{cluster}"
+        return f"{self.tag}:cluster:{encode_name(cluster)}"
 
     # -- brokerAddrTable
     def broker(self, name: str) -> str:
         """HASH row: cluster, brokerName."""
-        return f"{self.tag}:broker:{name}"
+        return f"{self.tag}:broker:{encode_name(name)}"
 
     def addrs(self, name: str) -> str:
         """HASH brokerId -> brokerAddr."""
-        return f"{self.tag}:addrs:{name}"
+        return f"{self.tag}:addrs:{encode_name(name)}"
 
     def broker_topics(self, name: str) -> str:
         """HASH topic -> "readQueueNums,writeQueueNums,perm,topicSysFlag" of every QueueData
         of this broker name: the reverse index for cascades, and what a registration
         compares its topics against in one read."""
-        return f"{self.tag}:broker-topics:{name}"
+        return f"{self.tag}:broker-topics:{encode_name(name)}"
 
     # -- topicQueueTable
     @property
@@ -59,11 +91,11 @@ class Keys:
 
     def topic(self, topic: str) -> str:
         """SET of broker names serving a topic."""
-        return f"{self.tag}:topic:{topic}"
+        return f"{self.tag}:topic:{encode_name(topic)}"
 
     def queue(self, topic: str, name: str) -> str:
         """HASH row: topic, brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag."""
-        return f"{self.tag}:queue:{topic}:{name}"
+        return f"{self.tag}:queue:{encode_name(topic)}:{encode_name(name)}"
 
     # -- brokerLiveTable
     def live(self, addr: str) -> str:
@@ -97,7 +129,7 @@ class Keys:
 
     def kv(self, namespace: str) -> str:
         """HASH key -> value."""
-        return f"{self.tag}:kv:{namespace}"
+        return f"{self.tag}:kv:{encode_name(namespace)}"
 
     # -- change tracking
     @property
@@ -119,5 +151,6 @@ class Keys:
 
     # -- patterns for readers that scan (analytics)
     def pattern(self, kind: str) -> str:
-        """``keys.pattern`` for spark-redis: one row per hash, the key column gets the rest."""
+        """``keys.pattern`` for spark-redis: one row per hash, the key column gets the rest
+        (names in it encoded: ``decode_name``)."""
         return f"{self.tag}:{kind}:*"

@@ -98,6 +98,12 @@ class _Collector(Collector):
         for script, n in sorted(self.registry.operations.items()):
             operations.add_metric([script], n)
         yield operations
+        skipped = CounterMetricFamily("rmq_skipped_topic_configs",
+                                      "topic configs left out of registrations this worker applied, by reason",
+                                      labels=["reason"])
+        for reason, n in sorted(self.registry.skipped_topics.items()):
+            skipped.add_metric([reason], n)
+        yield skipped
         yield CounterMetricFamily("rmq_redis_errors", "Redis calls that failed or timed out",
                                   value=self.registry.store.errors)
         stats = self.scanner.stats

@@ -1,13 +1,22 @@
-"""Request documents and their validation (API.md field names, RocketMQ's naming rules).
+"""Request documents and their validation (API.md field names).
+
+Names (cluster, broker name, topic, KV namespace and key) are any non-empty string up to
+a length limit, as a NameServer takes them (RocketMQ's default broker name is the host
+name, dots included); service/keys.py escapes them for Redis keys. Only the limits that
+protect Redis remain: lengths, queue counts, KV value size.
 
 Unknown fields are ignored everywhere: brokers send more of their TopicConfig than a
 route needs (topicFilterType, attributes, ...), and newer brokers may add fields.
+
+A topic config the registry cannot store is skipped, not the whole registration (a
+NameServer takes them all, and one odd topic must not take a broker's other routes
+away): ``TopicConfigWrapper.skipped`` lists them for the log and the metric.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
@@ -20,6 +29,8 @@ from pydantic import (
     StrictInt,
     StrictStr,
     StringConstraints,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
@@ -29,10 +40,11 @@ from pydantic import (
 
 from service.config import Settings
 
-NAME_PATTERN = r"^[%|a-zA-Z0-9_-]+$"
 ADDR_PATTERN = r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})$"
-TOPIC_MAX = 127
-NAME_MAX = 255
+TOPIC_MAX = 255
+NAME_MAX = 255  # cluster and broker names, KV namespaces and keys
+KV_VALUE_MAX_BYTES = 64 * 1024  # UTF-8 bytes: a value travels whole in every registration answer
+NAME_RULE = "1 to {max} characters"
 MAX_FILTER_SERVERS = 1024
 MAX_ID = 2**31 - 1
 MAX_LONG = 2**63 - 1
@@ -47,8 +59,22 @@ def _check_port(addr: str) -> str:
     return addr
 
 
-Topic = Annotated[StrictStr, StringConstraints(pattern=NAME_PATTERN, max_length=TOPIC_MAX)]
-Name = Annotated[StrictStr, StringConstraints(pattern=NAME_PATTERN, max_length=NAME_MAX)]
+def kv_value_error(value: str) -> str | None:
+    # a character is at most 4 bytes: short values need no encoding to be measured
+    if len(value) * 4 > KV_VALUE_MAX_BYTES and len(value.encode()) > KV_VALUE_MAX_BYTES:
+        return f"value must be at most {KV_VALUE_MAX_BYTES} bytes (UTF-8)"
+    return None
+
+
+def _check_kv_value(value: str) -> str:
+    error = kv_value_error(value)
+    if error:
+        raise ValueError(error)
+    return value
+
+
+Topic = Annotated[StrictStr, StringConstraints(min_length=1, max_length=TOPIC_MAX)]
+Name = Annotated[StrictStr, StringConstraints(min_length=1, max_length=NAME_MAX)]
 # every address (broker, HA, filter server) gets the port range check, not only the pattern
 Addr = Annotated[StrictStr, StringConstraints(pattern=ADDR_PATTERN, max_length=NAME_MAX), AfterValidator(_check_port)]
 BrokerId = Annotated[StrictInt, Field(ge=0, le=MAX_ID)]
@@ -91,26 +117,83 @@ def queue_count_error(config: TopicConfig, limit: int) -> str | None:
     return None
 
 
+class Skipped(NamedTuple):
+    """A topic config left out of a registration: its topic, why (a short label, the
+    metric's), and pydantic's or our own words for it (the log's)."""
+
+    topic: str
+    reason: str
+    message: str
+
+
+# the metric's label by the TopicConfig field an error is about
+_REASONS = {"[key]": "name", "topicName": "topic_name", "readQueueNums": "queue_nums",
+            "writeQueueNums": "queue_nums", "perm": "perm"}
+
+
+def _skipped_by_error(error: ValidationError) -> dict[str, Skipped]:
+    """The topics of topicConfigTable that `error` finds fault with, first fault each."""
+    bad: dict[str, Skipped] = {}
+    for e in error.errors():
+        loc = e["loc"]
+        if len(loc) < 2 or loc[0] != "topicConfigTable":
+            continue  # a document-level error: it stays an error
+        topic = str(loc[1])
+        if topic not in bad:
+            reason = _REASONS.get(str(loc[2]), "invalid") if len(loc) > 2 else "invalid"
+            bad[topic] = Skipped(topic, reason, e["msg"])
+    return bad
+
+
 class TopicConfigWrapper(_Doc):
     topicConfigTable: dict[Topic, TopicConfig] = Field(default_factory=dict)
     dataVersion: DataVersion
+    _skipped: list[Skipped] = PrivateAttr(default_factory=list)
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        """The topic configs left out of topicConfigTable, in the order found."""
+        return self._skipped
 
     @field_validator("topicConfigTable")
     @classmethod
-    def _table(cls, v: dict[str, TopicConfig], info: ValidationInfo) -> dict[str, TopicConfig]:
-        context = info.context or {}
-        limit = context.get("max_topics", 100_000)
+    def _table_size(cls, v: dict[str, TopicConfig], info: ValidationInfo) -> dict[str, TopicConfig]:
+        limit = (info.context or {}).get("max_topics", 100_000)
         if len(v) > limit:
             raise ValueError(f"at most {limit} topics per registration")
-        max_queues = context.get("max_queue_nums", 1024)
-        for topic, config in v.items():
+        return v
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _skip_bad_topics(cls, data: Any, handler: ModelWrapValidatorHandler["TopicConfigWrapper"],
+                         info: ValidationInfo) -> "TopicConfigWrapper":
+        # The whole table in one validation first: with nothing to skip (every periodic
+        # registration) this costs what it did before skipping existed.
+        try:
+            wrapper = handler(data)
+            bad: dict[str, Skipped] = {}
+        except ValidationError as e:
+            bad = _skipped_by_error(e)
+            table = data.get("topicConfigTable") if isinstance(data, dict) else None
+            if not bad or not isinstance(table, dict):
+                raise
+            # again without them: raises only if the document itself is wrong
+            wrapper = handler({**data, "topicConfigTable": {t: c for t, c in table.items() if t not in bad}})
+        # what the types cannot say: topicName against its key, the configured queue limit
+        max_queues = (info.context or {}).get("max_queue_nums", 1024)
+        table = wrapper.topicConfigTable
+        for topic, config in table.items():
             named = config.get("topicName")
             if named is not None and named != topic:
-                raise ValueError(f"topicName {named!r} differs from its key {topic!r}")
+                bad[topic] = Skipped(topic, "topic_name", f"topicName {named!r} differs from its key")
+                continue
             error = queue_count_error(config, max_queues)
             if error:
-                raise ValueError(f"{topic}: {error}")
-        return v
+                bad[topic] = Skipped(topic, "queue_nums", error)
+        for topic in bad:
+            table.pop(topic, None)  # the dict validation just built, not the caller's
+        wrapper._skipped = list(bad.values())
+        return wrapper
 
 
 class BrokerIdentity(_Doc):
@@ -148,7 +231,8 @@ class UnregisterRequest(BrokerIdentity):
 
 
 class KvPutRequest(_Doc):
-    value: StrictStr
+    value: Annotated[StrictStr, AfterValidator(_check_kv_value),
+                     Field(description=f"at most {KV_VALUE_MAX_BYTES} bytes as UTF-8")]
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -173,8 +257,12 @@ def describe(error: ValidationError) -> str:
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
 
 
-_name = re.compile(NAME_PATTERN)
-
-
 def valid_name(value: str, max_length: int = NAME_MAX) -> bool:
-    return len(value) <= max_length and _name.fullmatch(value) is not None
+    """Any non-empty string within the limit: what a NameServer takes, minus what Redis
+    keys should not be asked to hold."""
+    return 0 < len(value) <= max_length
+
+
+def name_rule(max_length: int = NAME_MAX) -> str:
+    """How error messages state the name rule."""
+    return NAME_RULE.format(max=max_length)

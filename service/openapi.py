@@ -16,7 +16,6 @@ from service import __version__
 from service.models import (
     ADDR_PATTERN,
     NAME_MAX,
-    NAME_PATTERN,
     TOPIC_MAX,
     HeartbeatRequest,
     KvPutRequest,
@@ -29,7 +28,8 @@ REF = "#/components/schemas/{model}"
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
-_NAME = {"type": "string", "pattern": NAME_PATTERN, "maxLength": NAME_MAX}
+# any characters (percent-encoded in a path), as a NameServer takes them
+_NAME = {"type": "string", "minLength": 1, "maxLength": NAME_MAX}
 _ADDR_MAP = {"type": "object", "additionalProperties": {"type": "string", "pattern": ADDR_PATTERN}}
 
 RESPONSES: dict[str, dict[str, Any]] = {

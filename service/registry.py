@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -15,6 +16,11 @@ from service.models import (
     UnregisterRequest,
 )
 from service.store import Store
+
+log = logging.getLogger(__name__)
+
+# topics a skipped-topics warning names; the count says how many more there were
+SKIPPED_NAMED = 5
 
 
 def _s(value: bytes | str) -> str:
@@ -57,6 +63,7 @@ class Registry:
         # channel brings the news
         self.on_change = on_change
         self.operations: Counter[str] = Counter()  # applied changes by script (for /metrics)
+        self.skipped_topics: Counter[str] = Counter()  # topic configs left out, by reason (for /metrics)
 
     async def _change(self, script: str, args: Sequence[str | int | bytes]) -> list[Any]:
         result = await self.store.run(script, args)
@@ -88,6 +95,8 @@ class Registry:
         """``channel``: the remoting connection it came on, whose close may remove it;
         ``digest``: of the request body, so the next identical one takes the fast path."""
         wrapper = req.topicConfigSerializeWrapper
+        if wrapper.skipped:
+            self._report_skipped(req)
         timeout = req.heartbeatTimeoutMillis or self.settings.broker_timeout_ms
         topics = [[topic, str(tc["readQueueNums"]), str(tc["writeQueueNums"]), str(tc["perm"]), str(tc.get("topicSysFlag", 0))]
                   for topic, tc in wrapper.topicConfigTable.items()]
@@ -100,6 +109,17 @@ class Registry:
         ]
         _version, _changed, *answer = await self._change("register", args)
         return self._answer(*answer)
+
+    def _report_skipped(self, req: RegisterRequest) -> None:
+        """One warning per registration, however many topics it skipped, and the counter."""
+        skipped = req.topicConfigSerializeWrapper.skipped
+        for s in skipped:
+            self.skipped_topics[s.reason] += 1
+        # a name may be 255 characters of anything: quoted, and cut for the log line
+        named = "; ".join(f"{s.topic[:80]!r}: {s.message}" for s in skipped[:SKIPPED_NAMED])
+        more = f" (+{len(skipped) - SKIPPED_NAMED} more)" if len(skipped) > SKIPPED_NAMED else ""
+        log.warning("registration of %r (%s) skipped %d topic config(s) the registry cannot store: %s%s",
+                    req.brokerName, req.brokerAddr, len(skipped), named, more)
 
     async def heartbeat(self, req: HeartbeatRequest, channel: str = "") -> bool:
         """True when the broker is registered and alive (its liveness is then refreshed)."""

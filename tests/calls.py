@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from aiohttp.test_utils import TestClient
 
 
@@ -12,7 +14,7 @@ async def register(client: TestClient, body: dict) -> dict:
 
 
 async def route(client: TestClient, topic: str) -> dict | None:
-    resp = await client.get(f"/v1/routes/{topic}")
+    resp = await client.get(f"/v1/routes/{quote(topic, safe='')}")  # any name, "/" and "%" too
     if resp.status == 404:
         return None
     assert resp.status == 200, await resp.text()

@@ -1,4 +1,7 @@
-"""Reading the route tables straight from Redis: the invariant checker and snapshots."""
+"""Reading the route tables straight from Redis: the invariant checker and snapshots.
+
+Names in keys are encoded (service/keys.py): the checker decodes the ones it reads from
+key names and builds every key through Keys, so it checks the encoding too."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from typing import Any
 
 import redis
 
-from service.keys import Keys
+from service.keys import Keys, decode_name
 
 
 QUEUE_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")  # a fingerprint's order
@@ -54,7 +57,7 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
             bad.append(f"cluster {c} listed with no brokers")
     addr_owner: dict[str, str] = {}
     for raw in r.scan_iter(match=f"{t}:cluster:*"):
-        c = _s(raw)[len(f"{t}:cluster:"):]
+        c = decode_name(_s(raw)[len(f"{t}:cluster:"):])
         if c not in clusters:
             bad.append(f"cluster set {c} not in the cluster list")
         for name in smembers(raw):
@@ -64,7 +67,7 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
             elif _s(row) != c:
                 bad.append(f"broker {name} in cluster set {c} but its BrokerData says {_s(row)}")
     for raw in r.scan_iter(match=f"{t}:broker:*"):
-        name = _s(raw)[len(f"{t}:broker:"):]
+        name = decode_name(_s(raw)[len(f"{t}:broker:"):])
         c = _s(r.hget(raw, "cluster"))
         if name not in smembers(keys.cluster(c)):
             bad.append(f"BrokerData {name} missing from its cluster set {c}")
@@ -83,12 +86,12 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
             if r.zscore(keys.expiry, addr) is None:
                 bad.append(f"address {addr} ({name}) has no deadline")
     for raw in r.scan_iter(match=f"{t}:addrs:*"):
-        name = _s(raw)[len(f"{t}:addrs:"):]
+        name = decode_name(_s(raw)[len(f"{t}:addrs:"):])
         if not r.exists(keys.broker(name)):
             bad.append(f"addresses of {name} without BrokerData")
     topics = smembers(keys.topics)
     for raw in r.scan_iter(match=f"{t}:queue:*"):
-        topic, name = _s(raw)[len(f"{t}:queue:"):].split(":", 1)
+        topic, name = map(decode_name, _s(raw)[len(f"{t}:queue:"):].split(":", 1))
         if not r.exists(keys.broker(name)):
             bad.append(f"QueueData {topic}/{name} names a broker that is gone")
         fp = r.hget(keys.broker_topics(name), topic)
@@ -104,10 +107,10 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
             if not r.exists(keys.queue(topic, name)):
                 bad.append(f"topic {topic} lists {name} without its QueueData")
     for raw in r.scan_iter(match=f"{t}:topic:*"):
-        if _s(raw)[len(f"{t}:topic:"):] not in topics:
+        if decode_name(_s(raw)[len(f"{t}:topic:"):]) not in topics:
             bad.append(f"topic set {_s(raw)} not in the topic list")
     for raw in r.scan_iter(match=f"{t}:broker-topics:*"):
-        name = _s(raw)[len(f"{t}:broker-topics:"):]
+        name = decode_name(_s(raw)[len(f"{t}:broker-topics:"):])
         for topic in (_s(t) for t in r.hkeys(raw)):
             if not r.exists(keys.queue(topic, name)):
                 bad.append(f"broker {name} indexes topic {topic} without QueueData")

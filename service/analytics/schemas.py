@@ -4,7 +4,9 @@ One schema per table kind; the key of a row is ``{<prefix>}:<kind>:<rest>`` and 
 column (``key``) receives ``<rest>``, exactly as spark-redis's ``keys.pattern`` +
 ``key.column`` does. The field names and meanings are the ones the registry's Lua scripts
 write (DESIGN.md part 3, ``service/keys.py``). Both readers type the rows with these
-schemas, so spark-redis and the built-in reader give identical DataFrames.
+schemas, so spark-redis and the built-in reader give identical DataFrames. Names in a key
+are escaped (``service/keys.py`` ``encode_name``; addresses are not), so the jobs take
+broker names and topics from the row's fields, never from its key.
 
 Kept free of any pyspark import at module level so the CLI can print its help (and the
 package can be imported) without pyspark installed.
@@ -36,12 +38,12 @@ FIELDS: dict[str, list[tuple[str, str]]] = {
         ("brokerName", "string"),
         ("brokerId", "long"),
     ],
-    # {rmq}:broker:<brokerName>
+    # {rmq}:broker:<brokerName, encoded>
     "broker": [
         ("cluster", "string"),
         ("brokerName", "string"),
     ],
-    # {rmq}:queue:<topic>:<brokerName>
+    # {rmq}:queue:<topic, encoded>:<brokerName, encoded>
     "queue": [
         ("topic", "string"),
         ("brokerName", "string"),

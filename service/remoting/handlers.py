@@ -30,6 +30,8 @@ from service.models import (
     RegisterRequest,
     UnregisterRequest,
     describe,
+    kv_value_error,
+    name_rule,
     queue_count_error,
     valid_name,
     validated,
@@ -127,7 +129,7 @@ def name_field(cmd: Command, name: str, max_length: int = 255, required: bool = 
         return None
     if not valid_name(value, max_length):
         raise RemotingError(codes.SYSTEM_ERROR,
-                            f"invalid request: {name} must match [%|a-zA-Z0-9_-]+ and be at most {max_length} characters")
+                            f"invalid request: {name} must be {name_rule(max_length)}")
     return value
 
 
@@ -285,7 +287,7 @@ async def delete_topic(ctx: Context, cmd: Command) -> Command:
     topic = name_field(cmd, "topic", TOPIC_MAX)
     cluster = cmd.ext_fields.get("clusterName") or None
     if cluster is not None and not valid_name(cluster):
-        raise RemotingError(codes.SYSTEM_ERROR, "invalid request: clusterName must match [%|a-zA-Z0-9_-]+")
+        raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: clusterName must be {name_rule()}")
     assert topic is not None
     await ctx.registry.delete_topic(topic, cluster)
     return ok(cmd)
@@ -320,6 +322,9 @@ async def put_kv(ctx: Context, cmd: Command) -> Command:
     namespace, key = name_field(cmd, "namespace"), name_field(cmd, "key")
     value = need(cmd, "value")
     assert namespace is not None and key is not None
+    error = kv_value_error(value)
+    if error:
+        raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: {error}")
     await ctx.registry.kv_put(namespace, key, value)
     return ok(cmd)
 

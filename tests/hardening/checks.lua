@@ -4,6 +4,14 @@
 -- ARGV[1] the key tag, e.g. '{rmq}'
 -- Returns a list of violations (empty when the tables are consistent).
 local T = ARGV[1]
+-- Names in keys are encoded as lua/_lib.lua's enc does (service/keys.py encode_name);
+-- this script runs without that prelude, so it carries its own copy and the inverse.
+local function enc(name)
+  return (string.gsub(name, '[^a-zA-Z0-9_.%%|%-]', function(c) return string.format('~%02X', string.byte(c)) end))
+end
+local function dec(part)
+  return (string.gsub(part, '~(%x%x)', function(h) return string.char(tonumber(h, 16)) end))
+end
 local bad = {}
 local function add(s) bad[#bad + 1] = s end
 local function set_of(key)
@@ -12,16 +20,17 @@ local function set_of(key)
   return s
 end
 local function suffix(key, kind) return string.sub(key, #T + #kind + 3) end
+local function name_in(key, kind) return dec(suffix(key, kind)) end
 
 local clusters = set_of(T .. ':clusters')
 for c in pairs(clusters) do
-  if redis.call('EXISTS', T .. ':cluster:' .. c) == 0 then add('cluster ' .. c .. ' listed with no brokers') end
+  if redis.call('EXISTS', T .. ':cluster:' .. enc(c)) == 0 then add('cluster ' .. c .. ' listed with no brokers') end
 end
 for _, key in ipairs(redis.call('KEYS', T .. ':cluster:*')) do
-  local c = suffix(key, 'cluster')
+  local c = name_in(key, 'cluster')
   if not clusters[c] then add('cluster set ' .. c .. ' not in the cluster list') end
   for _, name in ipairs(redis.call('SMEMBERS', key)) do
-    local row = redis.call('HGET', T .. ':broker:' .. name, 'cluster')
+    local row = redis.call('HGET', T .. ':broker:' .. enc(name), 'cluster')
     if not row then
       add('broker ' .. name .. ' in cluster ' .. c .. ' has no BrokerData')
     elseif row ~= c then
@@ -32,12 +41,12 @@ end
 
 local owner = {}
 for _, key in ipairs(redis.call('KEYS', T .. ':broker:*')) do
-  local name = suffix(key, 'broker')
+  local name = name_in(key, 'broker')
   local c = redis.call('HGET', key, 'cluster')
-  if not c or redis.call('SISMEMBER', T .. ':cluster:' .. c, name) == 0 then
+  if not c or redis.call('SISMEMBER', T .. ':cluster:' .. enc(c), name) == 0 then
     add('BrokerData ' .. name .. ' missing from its cluster set ' .. tostring(c))
   end
-  local flat = redis.call('HGETALL', T .. ':addrs:' .. name)
+  local flat = redis.call('HGETALL', T .. ':addrs:' .. enc(name))
   if #flat == 0 then add('broker ' .. name .. ' has no addresses') end
   local seen = {}
   for i = 1, #flat, 2 do
@@ -54,20 +63,20 @@ for _, key in ipairs(redis.call('KEYS', T .. ':broker:*')) do
   end
 end
 for _, key in ipairs(redis.call('KEYS', T .. ':addrs:*')) do
-  local name = suffix(key, 'addrs')
-  if redis.call('EXISTS', T .. ':broker:' .. name) == 0 then add('addresses of ' .. name .. ' without BrokerData') end
+  local name = name_in(key, 'addrs')
+  if redis.call('EXISTS', T .. ':broker:' .. enc(name)) == 0 then add('addresses of ' .. name .. ' without BrokerData') end
 end
 
 local topics = set_of(T .. ':topics')
 for _, key in ipairs(redis.call('KEYS', T .. ':queue:*')) do
   local rest = suffix(key, 'queue')
   local at = string.find(rest, ':', 1, true)
-  local topic, name = string.sub(rest, 1, at - 1), string.sub(rest, at + 1)
-  if redis.call('EXISTS', T .. ':broker:' .. name) == 0 then
+  local topic, name = dec(string.sub(rest, 1, at - 1)), dec(string.sub(rest, at + 1))
+  if redis.call('EXISTS', T .. ':broker:' .. enc(name)) == 0 then
     add('QueueData ' .. topic .. '/' .. name .. ' names a broker that is gone')
   end
-  local fp = redis.call('HGET', T .. ':broker-topics:' .. name, topic)
-  if not topics[topic] or redis.call('SISMEMBER', T .. ':topic:' .. topic, name) == 0 or not fp then
+  local fp = redis.call('HGET', T .. ':broker-topics:' .. enc(name), topic)
+  if not topics[topic] or redis.call('SISMEMBER', T .. ':topic:' .. enc(topic), name) == 0 or not fp then
     add('QueueData ' .. topic .. '/' .. name .. ' not indexed')
   else
     local q = redis.call('HMGET', key, 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
@@ -78,21 +87,21 @@ for _, key in ipairs(redis.call('KEYS', T .. ':queue:*')) do
   end
 end
 for topic in pairs(topics) do
-  local names = redis.call('SMEMBERS', T .. ':topic:' .. topic)
+  local names = redis.call('SMEMBERS', T .. ':topic:' .. enc(topic))
   if #names == 0 then add('topic ' .. topic .. ' without QueueData') end
   for _, name in ipairs(names) do
-    if redis.call('EXISTS', T .. ':queue:' .. topic .. ':' .. name) == 0 then
+    if redis.call('EXISTS', T .. ':queue:' .. enc(topic) .. ':' .. enc(name)) == 0 then
       add('topic ' .. topic .. ' lists ' .. name .. ' without its QueueData')
     end
   end
 end
 for _, key in ipairs(redis.call('KEYS', T .. ':topic:*')) do
-  if not topics[suffix(key, 'topic')] then add('topic set ' .. key .. ' not in the topic list') end
+  if not topics[name_in(key, 'topic')] then add('topic set ' .. key .. ' not in the topic list') end
 end
 for _, key in ipairs(redis.call('KEYS', T .. ':broker-topics:*')) do
-  local name = suffix(key, 'broker-topics')
+  local name = name_in(key, 'broker-topics')
   for _, topic in ipairs(redis.call('HKEYS', key)) do
-    if redis.call('EXISTS', T .. ':queue:' .. topic .. ':' .. name) == 0 then
+    if redis.call('EXISTS', T .. ':queue:' .. enc(topic) .. ':' .. enc(name)) == 0 then
       add('broker ' .. name .. ' indexes topic ' .. topic .. ' without QueueData')
     end
   end

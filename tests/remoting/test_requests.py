@@ -98,10 +98,9 @@ async def test_register_without_body(rmq: RemotingClient) -> None:
 
 
 async def test_register_validation(rmq: RemotingClient, r: redis.Redis) -> None:
-    reg = registration(topics={"T": topic_config("T", read=5000)})
-    answer = await rmq.call(register(reg))
+    answer = await rmq.call(register(registration(name="b" * 256)))
     assert answer.code == codes.SYSTEM_ERROR
-    assert answer.remark.startswith("invalid request: ") and "readQueueNums" in answer.remark
+    assert answer.remark.startswith("invalid request: ") and "brokerName" in answer.remark
     cmd = register()
     cmd.ext_fields["brokerAddr"] = "no-port"
     assert (await rmq.call(cmd)).code == codes.SYSTEM_ERROR
@@ -232,5 +231,43 @@ async def test_kv(rmq: RemotingClient) -> None:
     assert orjson.loads((await rmq.call(request(codes.GET_KVLIST_BY_NAMESPACE, ns))).body) == {"table": {}}
     answer = await rmq.call(request(codes.PUT_KV_CONFIG, {**ns, "key": "k"}))
     assert (answer.code, answer.remark) == (codes.SYSTEM_ERROR, "the custom field <value> is null")
-    answer = await rmq.call(request(codes.PUT_KV_CONFIG, {**ns, "key": "a:b", "value": "v"}))
+    answer = await rmq.call(request(codes.PUT_KV_CONFIG, {**ns, "key": "", "value": "v"}))
     assert answer.code == codes.SYSTEM_ERROR and answer.remark.startswith("invalid request: key")
+    answer = await rmq.call(request(codes.PUT_KV_CONFIG, {**ns, "key": "k", "value": "v" * 65537}))
+    assert answer.code == codes.SYSTEM_ERROR and "65536 bytes" in answer.remark
+
+
+async def test_kv_key_may_be_an_ip_address(rmq: RemotingClient) -> None:
+    kv = {"namespace": "PROJECT_CONFIG", "key": "10.0.0.1"}
+    assert (await rmq.call(request(codes.PUT_KV_CONFIG, {**kv, "value": "project-a"}))).code == 0
+    answer = await rmq.call(request(codes.GET_KV_CONFIG, kv))
+    assert (answer.code, answer.ext_fields) == (0, {"value": "project-a"})
+    answer = await rmq.call(request(codes.GET_KVLIST_BY_NAMESPACE, {"namespace": "PROJECT_CONFIG"}))
+    assert orjson.loads(answer.body) == {"table": {"10.0.0.1": "project-a"}}
+
+
+async def test_dotted_broker_name_registers_and_gets_a_route(rmq: RemotingClient) -> None:
+    answer = await rmq.call(register(registration(name="node1.example.com", topics=["T1"])))
+    assert (answer.code, answer.remark) == (0, None)
+    data = orjson.loads((await rmq.call(route("T1"))).body)
+    assert data["brokerDatas"][0]["brokerName"] == "node1.example.com"
+
+
+async def test_one_unstorable_topic_skips_only_that_topic(worker: Worker, rmq: RemotingClient) -> None:
+    long_topic = "L" * 201
+    topics = {t: topic_config(t) for t in ("Valid1", "a.b", long_topic)}
+    topics["Wide"] = topic_config("Wide", read=2048, write=2048)
+    answer = await rmq.call(register(registration(topics=topics)))
+    assert (answer.code, answer.remark) == (0, None)
+    for topic in ("Valid1", "a.b", long_topic):
+        assert (await rmq.call(route(topic))).code == 0, topic
+    assert (await rmq.call(route("Wide"))).code == codes.TOPIC_NOT_EXIST
+    metrics = await (await worker.http.get("/metrics")).text()
+    assert 'rmq_skipped_topic_configs_total{reason="queue_nums"} 1.0' in metrics
+
+
+async def test_colon_in_topic_and_broker_names_gives_two_routes(rmq: RemotingClient) -> None:
+    await rmq.call(register(registration(name="c", topics=["a:b"])))
+    await rmq.call(register(registration(name="b:c", addr="10.0.0.2:10911", topics=["a"])))
+    for topic, name in (("a:b", "c"), ("a", "b:c")):
+        assert [q["brokerName"] for q in orjson.loads((await rmq.call(route(topic))).body)["queueDatas"]] == [name]
