@@ -10,6 +10,7 @@ changed by a request that is refused.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 import logging
@@ -160,7 +161,33 @@ def identity(cmd: Command) -> dict[str, Any]:
 EMPTY_WRAPPER = {"dataVersion": {"timestamp": 0, "counter": 0}, "topicConfigTable": {}}
 
 
+# Header fields that vary between otherwise identical registrations and change nothing
+# they register (an ACL signature is a function of the rest).
+_UNDIGESTED = frozenset({"Signature", "AccessKey", "SecurityToken"})
+
+
+def registration_digest(cmd: Command) -> str:
+    """What makes two REGISTER_BROKER requests the same registration: the protocol version
+    (it decides how the body is read), every header field that matters, and the body."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(b"remoting\0%d\0" % cmd.version)
+    for key in sorted(cmd.ext_fields):
+        if key not in _UNDIGESTED:
+            h.update(key.encode() + b"\0" + cmd.ext_fields[key].encode() + b"\0")
+    h.update(cmd.body)
+    return h.hexdigest()
+
+
 async def register_broker(ctx: Context, cmd: Command) -> Command:
+    # Brokers send the same registration every 30 s (4.x forces a full one on that timer):
+    # when it is the one this address last registered in full, only liveness is refreshed,
+    # without decoding, validating or walking its topics again (as over HTTP).
+    digest = registration_digest(cmd)
+    channel = CHANNEL.get()
+    fast = await ctx.registry.register_unchanged(digest, channel.id if channel else "")
+    if fast is not None:
+        channel_id(cmd.ext_fields.get("brokerAddr", ""))  # the refreshed broker is this connection's now
+        return registration_answer(cmd, fast)
     data = identity(cmd)
     crc = long_field(cmd, "bodyCrc32", required=False) or 0
     if crc != 0 and crc != bodies.crc32(cmd.body):
@@ -182,7 +209,10 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     if "filterServerList" in doc:
         data["filterServerList"] = doc["filterServerList"] if doc["filterServerList"] is not None else []
     req = validate(ctx, RegisterRequest, data)
-    result = await ctx.registry.register(req, channel_id(req.brokerAddr))
+    return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
+
+
+def registration_answer(cmd: Command, result: dict[str, Any]) -> Command:
     ext = {k: result[k] for k in ("masterAddr", "haServerAddr") if result.get(k)}
     body = bodies.kv_table(result["kvTable"]) if result["kvTable"] else b""
     return ok(cmd, ext, body)

@@ -6,6 +6,7 @@ import orjson
 import pytest
 import redis
 
+from service.api import REGISTRY
 from service.remoting import codec, codes, fastjson
 from tests.builders import registration, topic_config
 from tests.remoting.client import RemotingClient, request
@@ -271,3 +272,26 @@ async def test_colon_in_topic_and_broker_names_gives_two_routes(rmq: RemotingCli
     await rmq.call(register(registration(name="b:c", addr="10.0.0.2:10911", topics=["a"])))
     for topic, name in (("a:b", "c"), ("a", "b:c")):
         assert [q["brokerName"] for q in orjson.loads((await rmq.call(route(topic))).body)["queueDatas"]] == [name]
+
+
+async def test_an_identical_registration_takes_the_fast_path(make_worker) -> None:
+    worker: Worker = await make_worker()
+    rmq = await RemotingClient.connect(worker.port)
+    reg = registration(topics=[f"T{i}" for i in range(50)])
+    first = await rmq.call(register(reg))
+    again = await rmq.call(register(reg))
+    operations = worker.app[REGISTRY].operations
+    assert operations["register"] == 1 and operations["register_unchanged"] == 1
+    assert (again.code, again.ext_fields, again.body) == (first.code, first.ext_fields, first.body)
+
+
+async def test_a_changed_registration_does_not_take_the_fast_path(make_worker) -> None:
+    worker: Worker = await make_worker()
+    rmq = await RemotingClient.connect(worker.port)
+    await rmq.call(register(registration(topics=["T1"], version=1)))
+    await rmq.call(register(registration(topics={"T1": topic_config("T1", write=8)}, version=2)))
+    await rmq.call(register(registration(topics={"T1": topic_config("T1", write=8)}, version=2, ha="10.0.0.1:20912")))
+    operations = worker.app[REGISTRY].operations
+    assert operations["register"] == 3 and operations["register_unchanged"] == 0
+    answer = await rmq.call(route("T1"))
+    assert orjson.loads(answer.body)["queueDatas"][0]["writeQueueNums"] == 8
