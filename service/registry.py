@@ -189,6 +189,15 @@ class Registry:
     async def kv_delete(self, namespace: str, key: str) -> None:
         await self._change("kv_delete", [namespace, key])
 
+    async def member_group(self, name: str) -> tuple[str | None, dict[str, str]]:
+        """A broker group's cluster (None when the group is unknown) and its brokerId -> address."""
+        keys = self.store.keys
+        pipe = self.store.redis.pipeline(transaction=True)
+        pipe.hget(keys.broker(name), "cluster")
+        pipe.hgetall(keys.addrs(name))
+        cluster, addrs = await self.store.call(pipe.execute())
+        return (_s(cluster) if cluster is not None else None), {_s(k): _s(v) for k, v in addrs.items()}
+
     async def kv_get(self, namespace: str, key: str) -> str | None:
         raw = await self.store.call(self.store.redis.hget(self.store.keys.kv(namespace), key))
         return _s(raw) if raw is not None else None

@@ -177,6 +177,18 @@ def route(data: dict[str, Any], standard: bool) -> bytes:
     return encoded if standard else fastjson.dialect(encoded)
 
 
+def member_group(cluster: str, name: str, addrs: dict[str, str]) -> bytes:
+    """GetBrokerMemberGroupResponseBody, in fastjson's default dialect (numeric map keys bare)."""
+    ordered = {k: addrs[k] for k in sorted(addrs, key=int)}
+    doc = {"brokerMemberGroup": {"brokerAddrs": ordered, "brokerName": name, "cluster": cluster}}
+    return fastjson.dialect(orjson.dumps(doc))
+
+
+def properties(values: dict[str, str]) -> bytes:
+    """java.util.Properties text, as MixAll.properties2String writes it: key=value lines."""
+    return "".join(f"{k}={v}\n" for k, v in values.items()).encode()
+
+
 def cluster_info(data: dict[str, Any]) -> bytes:
     """ClusterInfo, always in fastjson's default dialect (as ClusterInfo.encode() writes it)."""
     doc = {

@@ -10,6 +10,7 @@ changed by a request that is refused.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -253,8 +254,12 @@ async def query_data_version(ctx: Context, cmd: Command) -> Command:
 
 
 # ---------------------------------------------------------------------- client-facing
+# RocketMQ appends FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL) to this remark; clients log it.
+FAQ_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+
 def topic_not_exist(cmd: Command, topic: str) -> Command:
-    return fail(cmd, codes.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
+    return fail(cmd, codes.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}{FAQ_HINT}")
 
 
 async def get_route(ctx: Context, cmd: Command) -> Command:
@@ -384,6 +389,37 @@ async def kv_list(ctx: Context, cmd: Command) -> Command:
     return ok(cmd, body=bodies.kv_table(table))
 
 
+async def broker_member_group(ctx: Context, cmd: Command) -> Command:
+    """GET_BROKER_MEMBER_GROUP (5.x): the group's members; the cluster is the one asked
+    for, and an unknown group has no members, as RouteInfoManager answers."""
+    cluster, name = name_field(cmd, "clusterName"), name_field(cmd, "brokerName")
+    assert cluster is not None and name is not None
+    _, addrs = await ctx.registry.member_group(name)
+    return ok(cmd, body=bodies.member_group(cluster, name, addrs))
+
+
+# Settings GET_NAMESRV_CONFIG leaves out: they name credentials.
+_SECRET_SETTINGS = frozenset({"redis_url", "auth_tokens_file"})
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+async def namesrv_config(ctx: Context, cmd: Command) -> Command:
+    """GET_NAMESRV_CONFIG: the worker's effective settings in the NameServer's properties
+    form; the Redis URL and the tokens file are left out."""
+    values = {_camel(f.name): str(getattr(ctx.settings, f.name)) for f in dataclasses.fields(ctx.settings)
+              if f.name not in _SECRET_SETTINGS and f.name != "extra"}
+    return ok(cmd, body=bodies.properties(values))
+
+
+async def update_namesrv_config(ctx: Context, cmd: Command) -> Command:
+    return fail(cmd, codes.NO_PERMISSION, "settings come from the environment (RMQ_* variables) and apply to every "
+                "worker alike: change them in the deployment, not through UPDATE_NAMESRV_CONFIG")
+
+
 _timeout = getattr(asyncio, "timeout", None)
 
 HANDLERS: dict[int, Handler] = {
@@ -407,6 +443,9 @@ HANDLERS: dict[int, Handler] = {
     codes.QUERY_DATA_VERSION: query_data_version,
     codes.ADD_WRITE_PERM_OF_BROKER: write_perm("add"),
     codes.BROKER_HEARTBEAT: broker_heartbeat,
+    codes.GET_BROKER_MEMBER_GROUP: broker_member_group,
+    codes.GET_NAMESRV_CONFIG: namesrv_config,
+    codes.UPDATE_NAMESRV_CONFIG: update_namesrv_config,
 }
 
 

@@ -50,7 +50,8 @@ async def test_route_not_found(rmq: RemotingClient) -> None:
     for topic in ("Nope", "bad:name"):
         answer = await rmq.call(route(topic))
         assert answer.code == codes.TOPIC_NOT_EXIST
-        assert answer.remark == f"No topic route info in name server for the topic: {topic}"
+        assert answer.remark == (f"No topic route info in name server for the topic: {topic}"
+                                 "\nSee http://rocketmq.apache.org/docs/faq/ for further details.")
         assert answer.body == b""
 
 
@@ -295,3 +296,40 @@ async def test_a_changed_registration_does_not_take_the_fast_path(make_worker) -
     assert operations["register"] == 3 and operations["register_unchanged"] == 0
     answer = await rmq.call(route("T1"))
     assert orjson.loads(answer.body)["queueDatas"][0]["writeQueueNums"] == 8
+
+
+async def test_broker_member_group_lists_the_groups_members_by_id(rmq: RemotingClient) -> None:
+    await rmq.call(register(registration(broker_id=0)))
+    await rmq.call(register(registration(addr="10.0.0.2:10911", broker_id=1)))
+    answer = await rmq.call(request(codes.GET_BROKER_MEMBER_GROUP, {"clusterName": "DefaultCluster",
+                                                                    "brokerName": "broker-a"}))
+    assert answer.code == codes.SUCCESS
+    assert b'"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"}' in answer.body
+    assert fastjson.loads(answer.body) == {"brokerMemberGroup": {
+        "cluster": "DefaultCluster", "brokerName": "broker-a",
+        "brokerAddrs": {"0": "10.0.0.1:10911", "1": "10.0.0.2:10911"}}}
+
+
+async def test_broker_member_group_of_an_unknown_group_has_no_members(rmq: RemotingClient) -> None:
+    answer = await rmq.call(request(codes.GET_BROKER_MEMBER_GROUP, {"clusterName": "c1", "brokerName": "nobody"}))
+    assert answer.code == codes.SUCCESS
+    assert fastjson.loads(answer.body) == {"brokerMemberGroup": {"cluster": "c1", "brokerName": "nobody", "brokerAddrs": {}}}
+
+
+async def test_namesrv_config_answers_the_settings_as_properties_without_secrets(make_worker) -> None:
+    worker: Worker = await make_worker(broker_timeout_ms=45_000)
+    rmq = await RemotingClient.connect(worker.port)
+    answer = await rmq.call(request(codes.GET_NAMESRV_CONFIG, {}))
+    assert answer.code == codes.SUCCESS
+    props = dict(line.split("=", 1) for line in answer.body.decode().splitlines())
+    assert props["brokerTimeoutMs"] == "45000" and props["remotingPort"] == "0"
+    assert "redisUrl" not in props and "redis://" not in answer.body.decode()
+
+
+async def test_update_namesrv_config_is_refused_and_changes_nothing(make_worker) -> None:
+    worker: Worker = await make_worker()
+    rmq = await RemotingClient.connect(worker.port)
+    answer = await rmq.call(request(codes.UPDATE_NAMESRV_CONFIG, {}, body=b"brokerTimeoutMs=1\n"))
+    assert answer.code == codes.NO_PERMISSION and "environment" in answer.remark
+    props = (await rmq.call(request(codes.GET_NAMESRV_CONFIG, {}))).body.decode()
+    assert "brokerTimeoutMs=120000" in props.splitlines()

@@ -98,7 +98,8 @@ async def test_registered_over_http_visible_to_js(worker: Worker, js: JsSession)
 async def test_unknown_topic(worker: Worker, js: JsSession) -> None:
     raw = await js.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nope"})
     assert raw["code"] == codes.TOPIC_NOT_EXIST
-    assert raw["remark"] == "No topic route info in name server for the topic: Nope"
+    assert raw["remark"] == ("No topic route info in name server for the topic: Nope"
+                             "\nSee http://rocketmq.apache.org/docs/faq/ for further details.")
     missing = await js_route_script(worker.port, "Nope")
     assert "missing" in missing, missing
 
