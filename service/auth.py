@@ -1,4 +1,5 @@
-"""Bearer tokens with roles, from a file that is re-read when it changes.
+"""Credentials with roles, from a file that is re-read when it changes; each front checks
+them its own way (service.http.observe for bearer tokens).
 
 The file (RMQ_AUTH_TOKENS_FILE, a mounted Secret in Kubernetes) has one
 ``<role> <token>`` per line and ``#`` comments. Roles: ``broker`` may register,
@@ -13,11 +14,6 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable
-
-from aiohttp import web
-
-from service.errors import error_response
 
 log = logging.getLogger(__name__)
 
@@ -89,27 +85,3 @@ def allowed(role: str | None, required: str, reads: str) -> bool:
     if role is None:
         return False
     return required == READ or role == ADMIN or role == required
-
-
-Guard = Callable[[web.Request], "web.Response | None"]
-
-
-def guard(tokens: TokenFile | None, reads: str, required: str) -> Guard | None:
-    """The check for an endpoint that requires `required`: it answers 401 or 403, or None
-    to let the request through. None instead of a check when there is nothing to check
-    (auth off, or an endpoint anyone may call), so those requests pay nothing for auth."""
-    if tokens is None or required == OPEN or (required == READ and reads == "open"):
-        return None
-
-    def check(request: web.Request) -> web.Response | None:
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        role = tokens.role_of(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
-        if role is None:
-            return error_response(401, "UNAUTHENTICATED", "a valid bearer token is required",
-                                  headers={"WWW-Authenticate": 'Bearer realm="rmq-registry"'})
-        if not allowed(role, required, reads):
-            return error_response(403, "FORBIDDEN", f"the {role} role may not do this")
-        return None
-
-    return check

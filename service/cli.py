@@ -11,8 +11,7 @@ from service.config import Settings, from_env
 
 
 def _serve(settings: Settings) -> int:
-    from service.api import create_app
-    from service.lifecycle import serve
+    from service.worker import create_app, serve
 
     try:
         import uvloop

@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable  # noqa: E402
 
 from aiohttp.test_utils import TestClient  # noqa: E402
 
-from service.api import create_app  # noqa: E402
+from service.worker import create_app  # noqa: E402
 from service.config import Settings  # noqa: E402
 from tests.tables import violations  # noqa: E402
 

@@ -156,7 +156,7 @@ def test_broken_token_file_fails_closed(tmp_path: Path) -> None:
 
 
 async def test_redis_with_a_password_is_reached_through_the_url(aiohttp_client) -> None:
-    from service.api import create_app
+    from service.worker import create_app
     from service.config import Settings
     from tests.redis_server import RedisServer
 
@@ -173,7 +173,7 @@ async def test_redis_with_a_password_is_reached_through_the_url(aiohttp_client) 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed to make a test certificate")
 async def test_redis_over_tls_is_reached_through_a_rediss_url(aiohttp_client, tmp_path: Path) -> None:
-    from service.api import create_app
+    from service.worker import create_app
     from service.config import Settings
     from tests.redis_server import free_port
 

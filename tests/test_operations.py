@@ -7,9 +7,10 @@ import asyncio
 import pytest
 from aiohttp.test_utils import TestClient
 
-from service.api import CACHE, create_app
+from service.http.context import CACHE
+from service.worker import create_app
 from service.config import ENV, Settings, from_env
-from service.openapi import OPERATIONS
+from service.http.openapi import OPERATIONS
 from tests.builders import registration
 from tests.calls import register, route
 
@@ -90,7 +91,7 @@ async def test_embedded_store_serves_registration_and_expiry(aiohttp_client) -> 
 
 
 async def test_metrics_show_changes_gauges_and_redis_errors(client: TestClient) -> None:
-    from service.api import SCANNER
+    from service.http.context import SCANNER
 
     await register(client, registration(topics=["T1", "T2"]))
     await client.post("/v1/brokers/heartbeat", json={k: registration()[k] for k in
@@ -112,7 +113,7 @@ async def test_request_id_is_echoed_or_made(client: TestClient) -> None:
 
 
 async def test_cached_route_reads_run_through_no_aiohttp_middleware(client: TestClient) -> None:
-    # service.observe wraps each handler instead: any middleware costs every request a layer
+    # service.http.observe wraps each handler instead: any middleware costs every request a layer
     assert not client.app.middlewares
     await register(client, registration(topics=["T1"]))
     await client.app[CACHE].poll_once()  # a confirmed version, so the second read is a cache hit

@@ -11,7 +11,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from service.api import create_app
+from service.worker import create_app
 from service.config import Settings
 from tests.builders import identity, registration
 from tests.calls import register, route

@@ -26,7 +26,7 @@ def own_redis() -> Iterator[RedisServer]:
 
 
 async def worker_on(aiohttp_client, server: RedisServer, **overrides) -> TestClient:
-    from service.api import create_app
+    from service.worker import create_app
 
     settings = Settings(redis_url=server.url, scan_interval_ms=200, redis_timeout_ms=500).with_overrides(**overrides)
     return await aiohttp_client(create_app(settings))

@@ -6,7 +6,7 @@ import asyncio
 
 from aiohttp.test_utils import TestClient
 
-from service.api import CACHE
+from service.http.context import CACHE
 from tests.builders import registration, topic_config
 from tests.calls import register
 

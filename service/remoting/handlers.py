@@ -18,7 +18,6 @@ import logging
 from typing import Any, Awaitable, Callable
 
 import orjson
-from aiohttp import web
 from pydantic import ValidationError
 
 from service.cache import CLUSTER, Answer, ReadCache, make_answer
@@ -38,6 +37,7 @@ from service.models import (
     valid_name,
     validated,
 )
+from service.node import Node
 from service.registry import Registry
 from service.remoting import bodies, codes
 from service.remoting.codec import Command, response_to
@@ -77,19 +77,13 @@ class RemotingError(Exception):
 
 
 class Context:
-    """What the handlers share: the app's registry, cache and settings."""
+    """What the handlers share: the worker's registry, cache and settings (its Node)."""
 
-    def __init__(self, registry: Registry, cache: ReadCache, settings: Settings) -> None:
-        self.registry = registry
-        self.store: Store = registry.store
-        self.cache = cache
-        self.settings = settings
-
-    @classmethod
-    def of(cls, app: web.Application) -> "Context":
-        from service.api import CACHE, REGISTRY, SETTINGS
-
-        return cls(app[REGISTRY], app[CACHE], app[SETTINGS])
+    def __init__(self, node: Node) -> None:
+        self.registry: Registry = node.registry
+        self.store: Store = node.store
+        self.cache: ReadCache = node.cache
+        self.settings: Settings = node.settings
 
 
 Handler = Callable[[Context, Command], Awaitable[Command]]

@@ -18,10 +18,19 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+from prometheus_client import Counter as PrometheusCounter
+
 from service.remoting import codec, codes
 from service.remoting.handlers import CHANNEL, Channel, Context, dispatch
 
 log = logging.getLogger(__name__)
+
+
+def request_counter(registry: CollectorRegistry) -> PrometheusCounter:
+    """``rmq_remoting_requests_total{code,response}`` in the worker's metrics registry."""
+    return PrometheusCounter("rmq_remoting_requests", "RocketMQ remoting requests by request and response code",
+                             ["code", "response"], registry=registry)
 
 
 class RemotingServer:

@@ -24,7 +24,7 @@ def pyproject() -> dict:
 @functools.cache
 def app_paths() -> frozenset[str]:
     """Canonical paths of every route of the real aiohttp app (no server started)."""
-    from service.api import create_app
+    from service.worker import create_app
     from service.config import Settings
 
     app = create_app(Settings())

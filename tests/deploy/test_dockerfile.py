@@ -235,7 +235,7 @@ def test_healthcheck_uses_python_urllib_on_a_real_route():
     path = re.search(r"/[a-z/]+(?=['\"])", code.split("%s", 1)[1]).group(0)
     assert path == "/healthz"
     assert path in API_MD_OPERATION_PATHS
-    assert path in app_paths(), f"{path} is not a route of service.api"
+    assert path in app_paths(), f"{path} is not a route of the HTTP front"
     compile(code, "<healthcheck>", "exec")
 
 

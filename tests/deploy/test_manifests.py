@@ -219,7 +219,7 @@ def test_probe_paths_are_real_routes():
     assert probes["readinessProbe"]["path"] == "/readyz"
     for kind, probe in probes.items():
         assert probe["path"] in API_MD_OPERATION_PATHS, kind
-        assert probe["path"] in app_paths(), f"{kind} {probe['path']} is not a route of service.api"
+        assert probe["path"] in app_paths(), f"{kind} {probe['path']} is not a route of the HTTP front"
         assert probe["port"] in container_ports(pod_template(DEPLOY)), kind
     annotations = pod_template(DEPLOY)["metadata"]["annotations"]
     assert annotations["prometheus.io/path"] in app_paths()

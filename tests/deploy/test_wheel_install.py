@@ -58,7 +58,7 @@ def installed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     version = pyproject()["project"]["version"]
     assert wheel.name.startswith(f"rmq_registry-{version}-")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "service/cli.py" in names and "service/api.py" in names
+    assert "service/cli.py" in names and "service/http/views.py" in names
     assert any(n.startswith("service/lua/") and n.endswith(".lua") for n in names), "Lua scripts missing from the wheel"
     assert not any(n.startswith("tests/") for n in names)
 

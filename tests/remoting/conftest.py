@@ -7,9 +7,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from service.api import create_app
+from service.worker import create_app
 from service.config import Settings
-from service.remoting.lifecycle import REMOTING, install
+from service.worker import REMOTING
+from service.worker import install_remoting as install
 from tests.remoting.client import RemotingClient
 
 

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from service.remoting import codec, codes
-from service.remoting.lifecycle import REMOTING
+from service.worker import REMOTING
 from tests.builders import registration
 from tests.redis_server import free_port
 from tests.remoting.client import RemotingClient, request

@@ -13,9 +13,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from service.api import create_app
+from service.worker import create_app
 from service.config import Settings
-from service.ui import add_ui_routes
+from service.http.ui import add_ui_routes
 from tests.builders import registration, topic_config
 from tests.redis_server import free_port
 

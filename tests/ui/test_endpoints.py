@@ -9,9 +9,9 @@ from typing import Any
 import redis
 from aiohttp.test_utils import TestClient
 
-from service.api import create_app
+from service.worker import create_app
 from service.config import Settings
-from service.ui import add_ui_routes
+from service.http.ui import add_ui_routes
 from tests.builders import registration, topic_config
 
 QUIET_SCAN_MS = 3_600_000
@@ -47,7 +47,7 @@ async def test_the_page_and_its_assets_are_served_with_a_strict_policy(aiohttp_c
         resp = await client.get(missing)
         assert resp.status == 404 and (await resp.json())["error"] == "NOT_FOUND"
     # nothing third-party: every file of the page is ours and small
-    static = Path(__file__).resolve().parents[2] / "service" / "ui_static"
+    static = Path(__file__).resolve().parents[2] / "service" / "http" / "ui_static"
     assert sorted(p.name for p in static.iterdir()) == ["app.js", "index.html", "style.css"]
     assert all(p.stat().st_size < 64_000 for p in static.iterdir())
 

@@ -2,7 +2,7 @@
 
 ``add_ui_routes(app)`` registers
 
-- ``GET /``            the page (``service/ui_static/index.html``), served without auth;
+- ``GET /``            the page (``service/http/ui_static/index.html``), served without auth;
 - ``GET /ui/{path}``   its assets (``app.js``, ``style.css``), served without auth;
 - ``GET /v1/brokers/live``     every registered broker address with its heartbeat age
   against its timeout, as Redis sees it now (read-only script ``live_brokers.lua``);
@@ -27,7 +27,9 @@ from aiohttp import web
 
 from service.auth import OPEN, READ
 from service.cache import Answer, make_answer
-from service.errors import error_response
+from service.http.context import CACHE, STORE, add_route
+from service.http.errors import error_response
+from service.http.views import answer_response, etag_matches
 from service.store import SCRIPTS, Store
 
 log = logging.getLogger(__name__)
@@ -51,13 +53,6 @@ _UI_SCRIPTS = web.AppKey("ui_scripts", dict)
 _UI_ASSETS = web.AppKey("ui_assets", dict)
 
 
-def _api() -> Any:
-    # imported late: service.api may import this module while it is itself being imported
-    from service import api
-
-    return api
-
-
 def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -71,7 +66,7 @@ def _opt_int(value: Any) -> int | None:
 # ---------------------------------------------------------------------- static files
 def _static_dir() -> Any:
     try:
-        base = resources.files("service") / STATIC_DIR
+        base = resources.files("service.http") / STATIC_DIR
         if base.is_dir():
             return base
     except (ModuleNotFoundError, TypeError):
@@ -107,7 +102,7 @@ def _asset_response(request: web.Request, name: str) -> web.Response:
         return error_response(404, "NOT_FOUND", f"no such file: /ui/{name}")
     body, ctype, etag = asset
     headers = {**PAGE_HEADERS, "ETag": etag}
-    if _api().etag_matches(request.headers.get("If-None-Match"), etag):
+    if etag_matches(request.headers.get("If-None-Match"), etag):
         return web.Response(status=304, headers=headers)
     headers["Content-Type"] = ctype
     return web.Response(body=body, headers=headers)
@@ -127,7 +122,7 @@ def _lua_dir() -> Any:
     try:
         return resources.files("service.lua")
     except ModuleNotFoundError:
-        return Path(__file__).resolve().parent.parent / "lua"
+        return Path(__file__).resolve().parents[2] / "lua"
 
 
 def _source(name: str) -> str:
@@ -139,7 +134,7 @@ def _source(name: str) -> str:
 async def run_script(app: web.Application, name: str, args: list[str | int] | None = None) -> Any:
     """A read script: the store's own when service/store.py loads it, else one of ours
     (registered on the store's client; redis-py loads it on NOSCRIPT)."""
-    store: Store = app[_api().STORE]
+    store: Store = app[STORE]
     if name in SCRIPTS:
         return await store.run(name, args or [])
     scripts = app[_UI_SCRIPTS]
@@ -203,21 +198,20 @@ async def get_live_brokers(request: web.Request) -> web.Response:
     stable = [{k: v for k, v in b.items() if k != "ageMs"} for b in body["brokers"]]
     etag = '"' + hashlib.blake2b(orjson.dumps(stable), digest_size=8).hexdigest() + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
-    if _api().etag_matches(request.headers.get("If-None-Match"), etag):
+    if etag_matches(request.headers.get("If-None-Match"), etag):
         return web.Response(status=304, headers=headers)
     del body["version"]
     return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
 
 
 async def get_topic_summary(request: web.Request) -> web.Response:
-    api = _api()
     app = request.app
 
     async def fetch() -> Answer:
         version, body = await topic_summary(app)
         return make_answer(version, 200, orjson.dumps(body))
 
-    return api.answer_response(request, await app[api.CACHE].get(("ui", "topic-summary"), fetch))
+    return answer_response(request, await app[CACHE].get(("ui", "topic-summary"), fetch))
 
 
 def add_ui_routes(app: web.Application) -> None:
@@ -228,10 +222,9 @@ def add_ui_routes(app: web.Application) -> None:
     so no method slips past their auth check."""
     if any(getattr(r, "canonical", None) == "/v1/brokers/live" for r in app.router.resources()):
         return
-    api = _api()
     app[_UI_SCRIPTS] = {}
     app[_UI_ASSETS] = load_assets()
-    api.add_route(app, "GET", "/", page, OPEN, allow_head=True)
-    api.add_route(app, "GET", "/ui/{path}", asset, OPEN, allow_head=True)
+    add_route(app, "GET", "/", page, OPEN, allow_head=True)
+    add_route(app, "GET", "/ui/{path}", asset, OPEN, allow_head=True)
     for path, handler in (("/v1/brokers/live", get_live_brokers), ("/v1/topics/summary", get_topic_summary)):
-        api.add_route(app, "GET", path, handler, READ)
+        add_route(app, "GET", path, handler, READ)

@@ -1,22 +1,22 @@
-"""The aiohttp application: routes of API.md (each wrapped by service.observe), lifecycle."""
+"""The HTTP front's handlers, one per endpoint of API.md; service.http.routes maps paths
+to them. Each works on the worker's core through service.http.context."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
-import logging
 import re
-from typing import Any, AsyncIterator
+from typing import Any
 
 import orjson
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
-from service import auth, metrics
 from service.cache import CLUSTER, Answer, ReadCache, make_answer
-from service.config import Settings
-from service.errors import ApiError, error_response, invalid, topic_not_exist
+from service.http.context import OPENAPI, node
+from service.http.errors import ApiError, error_response, invalid, topic_not_exist
+from service.http.observe import Handler
 from service.models import (
     M,
     TOPIC_MAX,
@@ -30,23 +30,7 @@ from service.models import (
     valid_name,
     validated,
 )
-from service.observe import Handler, Observer, Unmatched
-from service.openapi import openapi_document
 from service.registry import Registry
-from service.scanner import Scanner
-from service.store import Store, StoreUnavailable
-from service.ui import add_ui_routes
-
-log = logging.getLogger(__name__)
-
-SETTINGS = web.AppKey("settings", Settings)
-STORE = web.AppKey("store", Store)
-REGISTRY = web.AppKey("registry", Registry)
-SCANNER = web.AppKey("scanner", Scanner)
-STATE = web.AppKey("state", dict)
-CACHE = web.AppKey("cache", ReadCache)
-OBSERVER = web.AppKey("observer", Observer)
-
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -74,7 +58,7 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 
 def validate(request: web.Request, model: type[M], data: dict[str, Any]) -> M:
     try:
-        return validated(model, data, request.app[SETTINGS])
+        return validated(model, data, node(request).settings)
     except ValidationError as e:
         raise invalid(describe(e)) from None
 
@@ -94,7 +78,7 @@ def name_param(request: web.Request, param: str, max_length: int = 255) -> str:
 
 
 def registry(request: web.Request) -> Registry:
-    return request.app[REGISTRY]
+    return node(request).registry
 
 
 # ---------------------------------------------------------------------- broker-facing
@@ -202,12 +186,12 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
         return answer_response(request, await cache.route("http", topic, fetch))
     # long poll: answer as soon as the route differs from the one the client has
     watched = '"' + watch.strip().strip('"') + '"'
-    timeout = parse_duration(request.query.get("timeout", "30s"), request.app[SETTINGS].watch_max_ms)
+    timeout = parse_duration(request.query.get("timeout", "30s"), node(request).settings.watch_max_ms)
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         answer = await cache.route("http", topic, fetch)
         remaining = deadline - asyncio.get_running_loop().time()
-        if answer.etag != watched or remaining <= 0 or request.app[STATE]["stopping"]:
+        if answer.etag != watched or remaining <= 0 or node(request).stopping:
             break
         # woken only by a change to this topic or a group its answer names: a waiting
         # watch costs no Redis work, and other topics' changes do not wake it
@@ -230,7 +214,7 @@ async def get_cluster(request: web.Request) -> web.Response:
         version, body = await reg.cluster_info()
         return make_answer(version, 200, orjson.dumps(body))
 
-    return answer_response(request, await request.app[CACHE].get(("cluster",), fetch, scope=CLUSTER))
+    return answer_response(request, await node(request).cache.get(("cluster",), fetch, scope=CLUSTER))
 
 
 async def _topic_list(request: web.Request, which: str, cluster: str = "") -> web.Response:
@@ -240,7 +224,7 @@ async def _topic_list(request: web.Request, which: str, cluster: str = "") -> we
         version, body = await reg.topic_list(which, cluster)
         return make_answer(version, 200, orjson.dumps(body))
 
-    return answer_response(request, await request.app[CACHE].get(("topics", which, cluster), fetch))
+    return answer_response(request, await node(request).cache.get(("topics", which, cluster), fetch))
 
 
 def topic_list(which: str) -> Handler:
@@ -309,127 +293,16 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    if request.app[STATE].get("stopping"):
+    if node(request).stopping:
         return error_response(503, "STORE_UNAVAILABLE", "shutting down")
-    await request.app[STORE].ready()
+    await node(request).store.ready()
     return json_response({"status": "ready"})
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[STATE]["openapi"], content_type="application/json")
+    return web.Response(body=request.app[OPENAPI], content_type="application/json")
 
 
-def add_route(app: web.Application, method: str, path: str, handler: Handler, required: str,
-              allow_head: bool = False) -> None:
-    """Adds `handler`, wrapped by service.observe (request id, the auth rule for `required`,
-    JSON errors, metrics under the path's canonical label); with allow_head, also for HEAD
-    (as aiohttp's add_get). Every route of the app is added through here."""
-    resource = app.router.add_resource(path)
-    observer = app[OBSERVER]
-    for m in ("HEAD", method) if allow_head else (method,):
-        resource.add_route(m, observer.wrap(m, resource.canonical, handler, required))
-
-
-def add_routes(app: web.Application) -> None:
-    # Path parameters take any segment, so a bad name gets the 400 INVALID_REQUEST of
-    # name_param rather than a router 404, and names with braces reach their handler
-    # (aiohttp's default parameter pattern excludes braces).
-    add = functools.partial(add_route, app)
-
-    add("POST", "/v1/brokers/register", register_broker, auth.BROKER)
-    add("POST", "/v1/brokers/heartbeat", heartbeat, auth.BROKER)
-    add("POST", "/v1/brokers/query-data-version", query_data_version, auth.BROKER)
-    add("POST", "/v1/brokers/unregister", unregister_broker, auth.BROKER)
-    add("POST", "/v1/brokers/{brokerName:[^/]+}/wipe-write-perm", wipe_write_perm, auth.ADMIN)
-    add("POST", "/v1/brokers/{brokerName:[^/]+}/add-write-perm", add_write_perm, auth.ADMIN)
-    add("GET", "/v1/routes/{topic:[^/]+}", route_reader(app[CACHE]), auth.READ)
-    add("GET", "/v1/cluster", get_cluster, auth.READ)
-    add("GET", "/v1/topics", topic_list("all"), auth.READ)
-    for which in ("system", "unit", "unit-sub", "unit-sub-without-unit"):
-        add("GET", f"/v1/topics/{which}", topic_list(which), auth.READ)
-    add("GET", "/v1/clusters/{clusterName:[^/]+}/topics", cluster_topics, auth.READ)
-    add("DELETE", "/v1/topics/{topic:[^/]+}", delete_topic, auth.ADMIN)
-    add("PUT", "/v1/kv/{namespace:[^/]+}/{key:[^/]+}", kv_put, auth.ADMIN)
-    add("GET", "/v1/kv/{namespace:[^/]+}/{key:[^/]+}", kv_get, auth.ADMIN)
-    add("DELETE", "/v1/kv/{namespace:[^/]+}/{key:[^/]+}", kv_delete, auth.ADMIN)
-    add("GET", "/v1/kv/{namespace:[^/]+}", kv_table, auth.ADMIN)
-    add("GET", "/healthz", healthz, auth.OPEN)
-    add("GET", "/readyz", readyz, auth.OPEN)
-    add("GET", "/metrics", metrics.handler, auth.OPEN)
-    add("GET", "/v1/openapi.json", openapi, auth.OPEN)
-
-
-async def _lifecycle(app: web.Application) -> AsyncIterator[None]:
-    settings = app[SETTINGS]
-    store = app[STORE]
-    if not settings.auth_tokens_file:
-        log.warning("authentication is off (RMQ_AUTH_TOKENS_FILE unset): anyone who reaches this port may change routes")
-    elif settings.remoting_port:
-        log.warning("the RocketMQ remoting port %s takes no tokens (the protocol has none): "
-                    "restrict who reaches it with a network policy", settings.remoting_port)
-    if settings.embedded:
-        log.warning("no REDIS_URL: running on an embedded in-process store "
-                    "(single process, NOT durable: everything is lost on exit)")
-    try:
-        await store.load_scripts()
-    except StoreUnavailable as e:
-        # not fatal: readiness stays 503 and scripts load on first use once Redis is back
-        log.warning("Redis unavailable at start (%s); serving 503 until it returns", e)
-    cache = app[CACHE]
-    tasks = [
-        asyncio.create_task(app[SCANNER].run(), name="expiry-scanner"),
-        asyncio.create_task(cache.run_poller(), name="version-poller"),
-        asyncio.create_task(cache.run_listener(), name="change-listener"),
-    ]
-    yield
-    await stop(tasks)
-    await store.close()
-
-
-async def stop(tasks: list[asyncio.Task[None]]) -> None:
-    # Cancel until done: on Python 3.11, asyncio.wait_for can swallow a cancellation that
-    # arrives as its inner call completes, and the loop would then run on.
-    while pending := [t for t in tasks if not t.done()]:
-        for task in pending:
-            task.cancel()
-        await asyncio.wait(pending, timeout=0.1)
-
-
-def begin_stopping(app: web.Application) -> None:
-    """Not ready any more, and long polls answer now instead of holding the shutdown."""
-    app[STATE]["stopping"] = True
-    app[CACHE].wake_all()
-
-
-async def _on_shutdown(app: web.Application) -> None:
-    begin_stopping(app)
-
-
-def create_app(settings: Settings, store: Store | None = None) -> web.Application:
-    # No middleware: every route's handler is wrapped instead (service.observe says why).
-    app = web.Application(client_max_size=settings.max_body_bytes)
-    tally = metrics.RequestTally()
-    tokens = auth.TokenFile(settings.auth_tokens_file) if settings.auth_tokens_file else None
-    app[OBSERVER] = Observer(tally, tokens, settings.auth_reads)
-    app[SETTINGS] = settings
-    app[STORE] = store or Store(settings)
-    app[CACHE] = ReadCache(app[STORE], settings.version_poll_ms, settings.max_staleness_ms,
-                           max_entries=settings.cache_max_entries, max_bytes=settings.cache_max_bytes,
-                           negative_entries=settings.cache_negative_entries)
-    app[REGISTRY] = Registry(app[STORE], on_change=app[CACHE].observe)
-    app[SCANNER] = Scanner(app[REGISTRY], settings.scan_interval_ms, settings.scan_batch)
-    app[STATE] = {"stopping": False}
-    metrics.install(app, app[SCANNER], tally, app[CACHE])
-    add_routes(app)
-    add_ui_routes(app)
-    # last: it answers 404/405 for whatever no route above matched
-    app.router.register_resource(Unmatched(app.router, tally))
-    app[STATE]["openapi"] = orjson.dumps(openapi_document(app))
-    app.cleanup_ctx.append(_lifecycle)
-    if settings.remoting_port:
-        # after _lifecycle, so the TCP endpoint stops before the store closes
-        from service.remoting.lifecycle import install as install_remoting
-
-        install_remoting(app, settings.remoting_host or settings.host, settings.remoting_port)
-    app.on_shutdown.append(_on_shutdown)
-    return app
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(node(request).prometheus)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -22,9 +22,9 @@ from aiohttp import web
 from yarl import URL
 
 from service import auth
-from service.errors import ApiError, error_response
+from service.http.errors import ApiError, error_response
+from service.http.metrics import RequestTally
 from service.logs import REQUEST_ID, new_request_id
-from service.metrics import RequestTally
 from service.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -43,11 +43,11 @@ class Observer:
     reads: str
 
     def wrap(self, method: str, route: str, handler: Handler, required: str) -> Handler:
-        return observed(handler, self.tally, method, route, auth.guard(self.tokens, self.reads, required))
+        return observed(handler, self.tally, method, route, guard(self.tokens, self.reads, required))
 
 
 def observed(handler: Handler, tally: RequestTally, method: str, route: str,
-             guard: auth.Guard | None = None) -> Handler:
+             guard: Guard | None = None) -> Handler:
     """`handler` giving every request an id (the caller's X-Request-Id, or a new one) for
     the log lines written for it and for the answer; checking `guard` first; answering
     errors as API.md's JSON; and counting the request under (`method`, `route`) and its
@@ -99,6 +99,30 @@ def http_error(request: web.Request, e: web.HTTPException) -> web.Response:
         return error_response(405, "METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.path}",
                               headers={"Allow": ",".join(sorted(e.allowed_methods))})
     raise e
+
+
+Guard = Callable[[web.Request], "web.Response | None"]
+
+
+def guard(tokens: auth.TokenFile | None, reads: str, required: str) -> Guard | None:
+    """The check for an endpoint that requires `required`: it answers 401 or 403, or None
+    to let the request through. None instead of a check when there is nothing to check
+    (auth off, or an endpoint anyone may call), so those requests pay nothing for auth."""
+    if tokens is None or required == auth.OPEN or (required == auth.READ and reads == "open"):
+        return None
+
+    def check(request: web.Request) -> web.Response | None:
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        role = tokens.role_of(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if role is None:
+            return error_response(401, "UNAUTHENTICATED", "a valid bearer token is required",
+                                  headers={"WWW-Authenticate": 'Bearer realm="rmq-registry"'})
+        if not auth.allowed(role, required, reads):
+            return error_response(403, "FORBIDDEN", f"the {role} role may not do this")
+        return None
+
+    return check
 
 
 class Unmatched(web.AbstractResource):

@@ -1,0 +1,37 @@
+"""The HTTP front's application factory: an aiohttp app serving API.md on a worker's Node.
+
+No aiohttp middleware: every route's handler is wrapped once instead (service.http.observe
+says why). The app does not own the Node's lifetime: service.worker starts and stops it.
+"""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+
+from service import auth
+from service.http.context import NODE, OPENAPI, bind
+from service.http.metrics import RequestCollector, RequestTally
+from service.http.observe import Observer, Unmatched
+from service.http.openapi import openapi_document
+from service.http.routes import add_routes
+from service.node import Node
+
+
+def create_app(node: Node) -> web.Application:
+    settings = node.settings
+    app = web.Application(client_max_size=settings.max_body_bytes)
+    tally = RequestTally()
+    node.prometheus.register(RequestCollector(tally))
+    tokens = auth.TokenFile(settings.auth_tokens_file) if settings.auth_tokens_file else None
+    bind(app, node, Observer(tally, tokens, settings.auth_reads))
+    add_routes(app)
+    # last: it answers 404/405 for whatever no route above matched
+    app.router.register_resource(Unmatched(app.router, tally))
+    app[OPENAPI] = orjson.dumps(openapi_document(app))
+    app.on_shutdown.append(_on_shutdown)
+    return app
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    app[NODE].begin_stopping()

@@ -1,0 +1,75 @@
+"""One worker's core, built and owned in one place: its settings, the Redis store, the
+read cache, the registry, the expiry scanner, their background tasks and the metrics
+registry. The protocol fronts (``service.http``, ``service.remoting``) are each handed a
+Node and use only it; ``service.worker`` composes a Node with the fronts and runs them.
+
+Start: scripts loaded (a Redis that is down at start is not fatal: readiness answers 503
+until it returns), then the scanner, the cache's version poll and change listener.
+Stop: ``begin_stopping`` first (not ready any more; long polls answer at once), then
+``stop`` cancels the background tasks and closes Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from prometheus_client import CollectorRegistry
+
+from service.cache import ReadCache
+from service.config import Settings
+from service.metrics import CoreCollector
+from service.registry import Registry
+from service.scanner import Scanner
+from service.store import Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class Node:
+    def __init__(self, settings: Settings, store: Store | None = None) -> None:
+        self.settings = settings
+        self.store = store or Store(settings)
+        self.cache = ReadCache(self.store, settings.version_poll_ms, settings.max_staleness_ms,
+                               max_entries=settings.cache_max_entries, max_bytes=settings.cache_max_bytes,
+                               negative_entries=settings.cache_negative_entries)
+        # told every change this worker makes, so its own cache reads its writes at once
+        self.registry = Registry(self.store, on_change=self.cache.observe)
+        self.scanner = Scanner(self.registry, settings.scan_interval_ms, settings.scan_batch)
+        # one Prometheus registry per worker (several in one process in tests must not
+        # collide); each front adds its own collectors to it
+        self.prometheus = CollectorRegistry()
+        self.prometheus.register(CoreCollector(self.registry, self.scanner, self.cache))
+        self.stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        settings = self.settings
+        if not settings.auth_tokens_file:
+            log.warning("authentication is off (RMQ_AUTH_TOKENS_FILE unset): anyone who reaches this port may change routes")
+        if settings.embedded:
+            log.warning("no REDIS_URL: running on an embedded in-process store "
+                        "(single process, NOT durable: everything is lost on exit)")
+        try:
+            await self.store.load_scripts()
+        except StoreUnavailable as e:
+            log.warning("Redis unavailable at start (%s); serving 503 until it returns", e)
+        self._tasks = [
+            asyncio.create_task(self.scanner.run(), name="expiry-scanner"),
+            asyncio.create_task(self.cache.run_poller(), name="version-poller"),
+            asyncio.create_task(self.cache.run_listener(), name="change-listener"),
+        ]
+
+    def begin_stopping(self) -> None:
+        """Not ready any more, and long polls answer now instead of holding the shutdown."""
+        self.stopping = True
+        self.cache.wake_all()
+
+    async def stop(self) -> None:
+        # Cancel until done: on Python 3.11, asyncio.wait_for can swallow a cancellation that
+        # arrives as its inner call completes, and the loop would then run on.
+        while pending := [t for t in self._tasks if not t.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=0.1)
+        await self.store.close()
