@@ -24,7 +24,7 @@ from service.http.app import create_app as create_http_app
 from service.http.context import NODE
 from service.node import Node
 from service.remoting.handlers import Context
-from service.remoting.server import RemotingServer, request_counter
+from service.remoting.server import RemotingServer, RequestCounts
 from service.store import Store
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,8 @@ def install_remoting(app: web.Application, host: str, port: int) -> None:
     if node.settings.auth_tokens_file:
         log.warning("the RocketMQ remoting port %s takes no tokens (the protocol has none): "
                     "restrict who reaches it with a network policy", port)
-    server = RemotingServer(Context(node), host, port, metrics=request_counter(node.prometheus))
+    server = RemotingServer(Context(node), host, port)
+    node.prometheus.register(RequestCounts(server))
     app[REMOTING] = server
 
     async def remoting(app: web.Application) -> AsyncIterator[None]:

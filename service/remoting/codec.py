@@ -257,6 +257,21 @@ def encode(cmd: Command) -> bytes:
     return head + header + cmd.body
 
 
+_SUCCESS_JSON = (b'{"code":0,"flag":1,"language":"JAVA","opaque":', b',"serializeTypeCurrentRPC":"JSON","version":%d}')
+_NO_REMARK_NO_EXT = b"\0\0\0\0\0\0\0\0"
+
+
+def success_frame(opaque: int, serialize_type: int, body: bytes, version: int) -> bytes:
+    """``encode(response_to(request, 0, body=body, version=version))`` for a request with
+    this opaque and serialization, built from a template: the hot path of a cached route
+    answer, where building and encoding a Command cost more than the rest of the answer."""
+    if serialize_type == ROCKETMQ:
+        header = _FIXED.pack(0, LANGUAGE_CODES["JAVA"], _short(version), _i32(opaque), FLAG_RESPONSE) + _NO_REMARK_NO_EXT
+    else:
+        header = _SUCCESS_JSON[0] + str(opaque).encode() + _SUCCESS_JSON[1] % version
+    return struct.pack(">iI", 4 + len(header) + len(body), (serialize_type << 24) | len(header)) + header + body
+
+
 def response_to(request: Command, code: int, remark: str | None = None,
                 ext_fields: dict[str, str] | None = None, body: bytes = b"", version: int = 0) -> Command:
     """An answer to ``request``: its opaque, its serialization, the response flag."""

@@ -16,10 +16,10 @@ import itertools
 import socket
 import uuid
 from collections import Counter
-from typing import Any
+from typing import Iterator
 
-from prometheus_client import CollectorRegistry
-from prometheus_client import Counter as PrometheusCounter
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from service.remoting import codec, codes
 from service.remoting.handlers import CHANNEL, Channel, Context, dispatch
@@ -27,25 +27,41 @@ from service.remoting.handlers import CHANNEL, Channel, Context, dispatch
 log = logging.getLogger(__name__)
 
 
-def request_counter(registry: CollectorRegistry) -> PrometheusCounter:
-    """``rmq_remoting_requests_total{code,response}`` in the worker's metrics registry."""
-    return PrometheusCounter("rmq_remoting_requests", "RocketMQ remoting requests by request and response code",
-                             ["code", "response"], registry=registry)
+class RequestCounts(Collector):
+    """``rmq_remoting_requests_total{code,response}``, from the server's plain counts: a
+    labelled Prometheus counter costs a lock and a label lookup per request."""
+
+    def __init__(self, server: "RemotingServer") -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily("rmq_remoting_requests", "RocketMQ remoting requests by request and response code",
+                                     labels=["code", "response"])
+        for (code, response), n in sorted(self.server.counts.items()):
+            family.add_metric([codes.NAMES.get(code, str(code)), str(response)], n)
+        yield family
+
+
+# A connection whose peer reads its answers slower than it sends requests is paused once
+# this much is waiting to be written.
+WRITE_BUFFER_LIMIT = 1 << 20
 
 
 class RemotingServer:
     def __init__(self, ctx: Context, host: str, port: int, *, max_in_flight: int = 256, max_running: int = 64,
-                 request_timeout: float | None = None, metrics: Any = None) -> None:
+                 request_timeout: float | None = None) -> None:
         self.ctx = ctx
         self.host = host
         self.port = port
         self.max_in_flight = max_in_flight
         # every Redis call is bounded by the store's timeout; a request makes a few at most
         self.request_timeout = request_timeout or max(1.0, 4 * ctx.settings.redis_timeout_ms / 1000)
-        self.metrics = metrics
         # requests running at once over all connections: below the Redis pool's size (redis-py's
         # asyncio pool holds 100 connections and fails, rather than waits, beyond that)
         self.running = asyncio.Semaphore(max_running)
+        settings = ctx.settings
+        # route reads need no credentials: the cached answer may be sent straight away
+        self.open_reads = settings.auth_tokens_file is None or settings.auth_reads == "open"
         self.counts: Counter[tuple[int, int]] = Counter()  # (request code, response code) -> n
         self.server: asyncio.Server | None = None
         self._bound: int | None = None
@@ -104,6 +120,15 @@ class RemotingServer:
                 if cmd.is_response:
                     log.debug("ignoring a response frame from %s (we send no requests)", peer)
                     continue
+                if cmd.code == codes.GET_ROUTEINFO_BY_TOPIC and not cmd.is_oneway:
+                    # a cached route is answered here and now: no task, no handler chain
+                    frame = self._cached_route(cmd)
+                    if frame is not None:
+                        writer.write(frame)
+                        self.counts[(codes.GET_ROUTEINFO_BY_TOPIC, codes.SUCCESS)] += 1
+                        if writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+                            await writer.drain()
+                        continue
                 await slots.acquire()
                 t = asyncio.create_task(self._request(cmd, writer))
                 in_flight.add(t)
@@ -141,12 +166,24 @@ class RemotingServer:
             except Exception as e:  # the TTL and the scanner still remove it in time
                 log.warning("could not act on the close of %s for %s: %s", channel.id, addr, e)
 
+    def _cached_route(self, cmd: codec.Command) -> bytes | None:
+        """The whole answer frame to a route request the cache can answer as it is (as
+        handlers.get_route would answer it), or None to take the usual way."""
+        if not self.open_reads:
+            return None
+        topic = cmd.ext_fields.get("topic")
+        if topic is None:
+            return None
+        standard = cmd.version >= codes.V4_9_4 or cmd.ext_fields.get("acceptStandardJsonOnly", "").strip().lower() == "true"
+        answer = self.ctx.cache.lookup_route("tcp-std" if standard else "tcp", topic)
+        if answer is None or answer.status != 200:
+            return None
+        return codec.success_frame(cmd.opaque, cmd.serialize_type, answer.body, codes.V5_3_3)
+
     async def _request(self, cmd: codec.Command, writer: asyncio.StreamWriter) -> None:
         async with self.running:
             response = await dispatch(self.ctx, cmd, self.request_timeout)
         self.counts[(cmd.code, response.code)] += 1
-        if self.metrics is not None:
-            self.metrics.labels(codes.NAMES.get(cmd.code, str(cmd.code)), str(response.code)).inc()
         if cmd.is_oneway or writer.is_closing():
             return
         try:

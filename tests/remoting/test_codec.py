@@ -144,3 +144,13 @@ def test_crc32_is_javas() -> None:
     data = b"some body"
     assert bodies.crc32(data) == zlib.crc32(data) & 0x7FFFFFFF
     assert bodies.crc32(b"") == 0
+
+
+@pytest.mark.parametrize("serialize", [codec.JSON, codec.ROCKETMQ])
+@pytest.mark.parametrize("opaque", [0, 1, 123456, 2**31 - 1, -5])
+def test_a_success_frame_from_the_template_is_the_encoded_answer(serialize: int, opaque: int) -> None:
+    request = Command(code=105, language="CPP", version=63, opaque=opaque, flag=0,
+                      ext_fields={"topic": "T"}, serialize_type=serialize)
+    body = b'{"queueDatas":[]}'
+    expected = codec.encode(codec.response_to(request, 0, body=body, version=479))
+    assert codec.success_frame(opaque, serialize, body, 479) == expected

@@ -6,7 +6,7 @@ import orjson
 import pytest
 import redis
 
-from service.http.context import REGISTRY
+from service.http.context import CACHE, REGISTRY
 from service.remoting import codec, codes, fastjson
 from tests.builders import registration, topic_config
 from tests.remoting.client import RemotingClient, request
@@ -333,3 +333,14 @@ async def test_update_namesrv_config_is_refused_and_changes_nothing(make_worker)
     assert answer.code == codes.NO_PERMISSION and "environment" in answer.remark
     props = (await rmq.call(request(codes.GET_NAMESRV_CONFIG, {}))).body.decode()
     assert "brokerTimeoutMs=120000" in props.splitlines()
+
+
+@pytest.mark.parametrize("serialize", [codec.JSON, codec.ROCKETMQ])
+async def test_a_cached_route_is_answered_as_an_uncached_one(worker: Worker, rmq: RemotingClient, serialize: int) -> None:
+    await rmq.call(register(registration(topics=["T1"])))
+    first = await rmq.call(route("T1", serialize=serialize))
+    hits = worker.app[CACHE].stats.hits
+    again = await rmq.call(route("T1", serialize=serialize))
+    assert worker.app[CACHE].stats.hits == hits + 1  # served from the cache, on the server's fast path
+    assert (again.code, again.remark, again.ext_fields, again.body, again.version, again.flag) == \
+        (first.code, first.remark, first.ext_fields, first.body, first.version, first.flag)
