@@ -14,7 +14,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 BEGIN, END = "<!-- results:begin (bench/report.py) -->", "<!-- results:end -->"
 ORDER = ["route_query", "registration", "heartbeat", "scanner_pass", "redis_memory", "scale_workers",
-         "tcp_route_query", "changing_reads", "fleet"]
+         "tcp_route_query", "tcp_registration", "changing_reads", "fleet"]
 TITLES = {
     "route_query": "1. Route query, one worker, 64 connections (wrk)",
     "registration": "2. Registration latency (median)",
@@ -23,6 +23,7 @@ TITLES = {
     "redis_memory": "5. Redis memory",
     "scale_workers": "6. Workers on one Redis (cached route reads, 64 connections)",
     "tcp_route_query": "7. Route query over RocketMQ's protocol (TCP), one worker",
+    "tcp_registration": "7b. Registration over RocketMQ's protocol (TCP), one connection",
     "changing_reads": "8. Random-topic route reads while another group changes (10,000 topics)",
     "fleet": "9. Fleet size: 300 broker groups, 100,000 topics",
 }
