@@ -27,6 +27,7 @@ class Settings:
     remoting_port: int = 0
     remoting_host: str | None = None
     redis_max_connections: int = 256
+    redis_min_replicas: int = 0
     key_prefix: str = "rmq"
     broker_timeout_ms: int = 120_000
     scan_interval_ms: int = 5_000
@@ -68,6 +69,7 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_REMOTING_PORT": ("remoting_port", int),
     "RMQ_REMOTING_HOST": ("remoting_host", str),
     "RMQ_REDIS_MAX_CONNECTIONS": ("redis_max_connections", int),
+    "RMQ_REDIS_MIN_REPLICAS": ("redis_min_replicas", int),
     "RMQ_KEY_PREFIX": ("key_prefix", str),
     "RMQ_BROKER_TIMEOUT_MS": ("broker_timeout_ms", int),
     "RMQ_SCAN_INTERVAL_MS": ("scan_interval_ms", int),

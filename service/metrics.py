@@ -38,6 +38,11 @@ class CoreCollector(Collector):
         yield skipped
         yield CounterMetricFamily("rmq_redis_errors", "Redis calls that failed or timed out",
                                   value=self.registry.store.errors)
+        refusals = CounterMetricFamily("rmq_redis_refusals", "writes Redis refused, by cause (out of memory, "
+                                       "read-only replica, snapshot failing)", labels=["cause"])
+        for cause, n in sorted(self.registry.store.refusals.counts.items()):
+            refusals.add_metric([cause], n)
+        yield refusals
         stats = self.scanner.stats
         yield GaugeMetricFamily("rmq_scanner_lag_ms", "how far past its deadline the most overdue broker was at the last scan",
                                 value=stats.lag_ms)

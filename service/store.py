@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 
 from service.config import Settings
 from service.keys import Keys
@@ -30,6 +35,8 @@ SCRIPTS = (
     "kv_put", "kv_delete", "register_topic", "channel_closed", "route", "cluster_info", "topic_lists",
     "live_brokers", "topic_summary", "changes_since",
 )
+# Scripts that only read: every other one writes, and with RMQ_REDIS_MIN_REPLICAS waits for replicas.
+READ_SCRIPTS = frozenset({"route", "cluster_info", "topic_lists", "live_brokers", "topic_summary", "changes_since"})
 
 
 _timeout = getattr(asyncio, "timeout", None)
@@ -37,6 +44,59 @@ _timeout = getattr(asyncio, "timeout", None)
 
 class StoreUnavailable(Exception):
     """Redis could not be reached or did not answer in time; nothing can be assumed done."""
+
+
+class StoreRefusing(StoreUnavailable):
+    """Redis answers but refuses writes (maxmemory, a demoted primary, a failing snapshot):
+    an outage of the store, not a bug; the refused change was not applied."""
+
+    def __init__(self, cause: str, detail: str) -> None:
+        super().__init__(f"Redis refuses writes: {cause} ({detail})")
+        self.cause = cause
+
+
+class NotReplicated(StoreUnavailable):
+    """The change was applied on the primary but fewer replicas than RMQ_REDIS_MIN_REPLICAS
+    confirmed it in time: it may be lost if the primary fails now. Every change is
+    idempotent, so sending it again is safe."""
+
+
+# Redis' refusals, by the error they come as: what an operator must fix, in a word.
+def refusal_cause(exc: BaseException) -> str | None:
+    if isinstance(exc, OutOfMemoryError):
+        return "out of memory"
+    if isinstance(exc, ReadOnlyError):
+        return "read-only replica"
+    if isinstance(exc, ResponseError) and str(exc).startswith("MISCONF"):
+        return "snapshot failing"
+    return None
+
+
+@dataclass
+class Refusals:
+    """Redis' refusals by cause, for /metrics and /readyz, logged once per burst."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    last: dict[str, float] = field(default_factory=dict)  # cause -> monotonic time of the last one
+    _logged: dict[str, tuple[float, int]] = field(default_factory=dict)  # cause -> (logged at, count then)
+
+    BURST_S = 10.0
+
+    def add(self, cause: str, detail: str) -> None:
+        now = time.monotonic()
+        self.counts[cause] += 1
+        self.last[cause] = now
+        logged_at, count_then = self._logged.get(cause, (float("-inf"), 0))
+        if now - logged_at >= self.BURST_S:
+            more = self.counts[cause] - count_then - 1
+            log.error("Redis refuses writes: %s (%s)%s", cause, detail,
+                      f"; {more} more refusals since the last report" if more > 0 else "")
+            self._logged[cause] = (now, self.counts[cause])
+
+    def recent(self, within_s: float = BURST_S) -> list[str]:
+        """The causes refused within the last `within_s` seconds."""
+        now = time.monotonic()
+        return sorted(c for c, t in self.last.items() if now - t <= within_s)
 
 
 def _lua_dir() -> Any:
@@ -60,6 +120,8 @@ def connect(settings: Settings) -> Redis:
         import fakeredis
 
         return fakeredis.aioredis.FakeRedis()
+    if settings.redis_url and settings.redis_url.startswith(SENTINEL_SCHEME):
+        return connect_sentinel(settings)
     if settings.redis_cluster:
         # every key shares one hash tag, so each script runs on the one node owning that slot
         return RedisCluster.from_url(
@@ -82,6 +144,57 @@ def connect(settings: Settings) -> Redis:
     return aioredis.Redis(connection_pool=pool)
 
 
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    sentinels: list[tuple[str, int]]
+    master: str
+    db: int
+    username: str | None
+    password: str | None
+    sentinel_password: str | None
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """``redis+sentinel://[user:pass@]host1:26379,host2:26379/<master-name>[/<db>]
+    [?sentinel_password=...]``: the credentials are the primary's; the Sentinels are asked
+    without any unless ``sentinel_password`` is given."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)
+    credentials, hosts = (netloc[0], netloc[1]) if len(netloc) == 2 else ("", netloc[0])
+    username, _, password = credentials.partition(":")
+    sentinels = []
+    for host in filter(None, hosts.split(",")):
+        name, _, port = host.rpartition(":") if ":" in host else (host, "", "26379")
+        sentinels.append((name.strip("[]"), int(port or 26379)))
+    path = [p for p in parts.path.split("/") if p]
+    if not sentinels or not path:
+        raise ValueError(f"a Sentinel URL names the Sentinels and the master: {SENTINEL_SCHEME}host:26379/<master-name>/<db>")
+    query = parse_qs(parts.query)
+    return SentinelTarget(sentinels, unquote(path[0]), int(path[1]) if len(path) > 1 else 0,
+                          unquote(username) or None, unquote(password) or None,
+                          query.get("sentinel_password", [None])[0])
+
+
+def connect_sentinel(settings: Settings) -> Redis:
+    """A client of the current primary as the Sentinels name it: after a failover its
+    connections find the new primary by themselves (a demoted primary's READONLY answer
+    drops the connection), scripts are loaded again on NOSCRIPT."""
+    target = parse_sentinel_url(settings.redis_url or "")
+    timeout = settings.redis_timeout_ms / 1000
+    sentinel_kwargs: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    if target.sentinel_password:
+        sentinel_kwargs["password"] = target.sentinel_password
+    sentinel = Sentinel(target.sentinels, sentinel_kwargs=sentinel_kwargs)
+    return sentinel.master_for(
+        target.master, redis_class=aioredis.Redis, db=target.db, username=target.username,
+        password=target.password, socket_timeout=timeout, socket_connect_timeout=timeout,
+        health_check_interval=30, retry=Retry(NoBackoff(), 1),
+    )
+
+
 class Store:
     def __init__(self, settings: Settings, client: Redis | None = None) -> None:
         self.settings = settings
@@ -89,6 +202,10 @@ class Store:
         self.redis: Redis = client if client is not None else connect(settings)
         self.timeout = settings.redis_timeout_ms / 1000
         self.errors = 0  # calls that failed as unavailable (for /metrics)
+        self.refusals = Refusals()
+        self.min_replicas = settings.redis_min_replicas
+        # within the call's own timeout, leaving it room to answer
+        self.wait_ms = max(10, settings.redis_timeout_ms // 2)
         self._sources = load_sources()
         self._scripts = {name: self.redis.register_script(src) for name, src in self._sources.items()}
 
@@ -100,6 +217,11 @@ class Store:
                     return await coro
             return await asyncio.wait_for(coro, self.timeout)
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
+            cause = refusal_cause(exc)
+            if cause is not None:
+                self.errors += 1
+                self.refusals.add(cause, str(exc).split(". script:")[0])
+                raise StoreRefusing(cause, str(exc).split(". script:")[0]) from exc
             if isinstance(exc, ResponseError) and not isinstance(exc, NoScriptError):
                 raise  # a script bug, not an outage: let it surface as a 500 and in logs
             self.errors += 1
@@ -107,15 +229,31 @@ class Store:
 
     async def run(self, name: str, args: Sequence[str | int]) -> Any:
         """EVALSHA of a named script; redis-py loads it again on NOSCRIPT, and a cache
-        flushed again between that load and its retry gets a few more tries."""
-        script = self._scripts[name]
-        for _ in range(2):
+        flushed again between that load and its retry gets a few more tries. A script that
+        writes waits for RMQ_REDIS_MIN_REPLICAS replicas when that is set."""
+        replicated = self.min_replicas > 0 and name not in READ_SCRIPTS
+        for attempt in range(3):
             try:
-                return await self.call(script(keys=[self.keys.version], args=list(args)))
+                if replicated:
+                    return await self._run_replicated(name, args)
+                return await self.call(self._scripts[name](keys=[self.keys.version], args=list(args)))
             except StoreUnavailable as exc:
-                if not isinstance(exc.__cause__, NoScriptError):
+                if attempt == 2 or not isinstance(exc.__cause__, NoScriptError):
                     raise
-        return await self.call(script(keys=[self.keys.version], args=list(args)))
+        raise AssertionError("unreachable")
+
+    async def _run_replicated(self, name: str, args: Sequence[str | int]) -> Any:
+        # WAIT counts the replicas that have every write of *this* connection, so the script
+        # and the WAIT go out together on one connection, as a pipeline
+        pipe = self.redis.pipeline(transaction=False)
+        self._scripts[name](keys=[self.keys.version], args=list(args), client=pipe)
+        pipe.execute_command("WAIT", self.min_replicas, self.wait_ms)
+        result, acknowledged = await self.call(pipe.execute())
+        if int(acknowledged) < self.min_replicas:
+            self.errors += 1
+            raise NotReplicated(f"the change was applied but {acknowledged} of {self.min_replicas} replicas "
+                                f"confirmed it within {self.wait_ms} ms; it may be lost on a failover, retry")
+        return result
 
     async def load_scripts(self) -> None:
         for script in self._scripts.values():

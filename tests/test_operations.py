@@ -22,7 +22,7 @@ async def test_healthz_answers_ok(client: TestClient) -> None:
 
 async def test_readyz_answers_ready_with_redis_up(client: TestClient) -> None:
     resp = await client.get("/readyz")
-    assert resp.status == 200 and await resp.json() == {"status": "ready"}
+    assert resp.status == 200 and await resp.json() == {"status": "ready", "writes": "ok"}
 
 
 async def test_metrics_count_requests_by_route_and_status(client: TestClient) -> None:

@@ -25,7 +25,7 @@ from service import auth
 from service.http.errors import ApiError, error_response
 from service.http.metrics import RequestTally
 from service.logs import REQUEST_ID, new_request_id
-from service.store import StoreUnavailable
+from service.store import NotReplicated, StoreRefusing, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +70,9 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
             except ApiError as e:
                 response = error_response(e.status, e.code, e.message)
             except StoreUnavailable as e:
-                log.warning("Redis unavailable: %s", e)
-                response = error_response(503, "STORE_UNAVAILABLE",
-                                          "the route store is unavailable; nothing was changed, retry",
+                if not isinstance(e, StoreRefusing):  # refusals are logged once per burst by the store
+                    log.warning("Redis unavailable: %s", e)
+                response = error_response(503, "STORE_UNAVAILABLE", unavailable_message(e),
                                           headers={"Retry-After": "1"})
             except Exception:
                 log.exception("unhandled error in %s %s", request.method, request.path)
@@ -87,6 +87,16 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
             (slot or tally.labelled(request.method, route)).add(status, perf_counter() - started)
 
     return observe
+
+
+def unavailable_message(e: StoreUnavailable) -> str:
+    """What a 503 tells the caller: that nothing was changed, unless a change was applied
+    and only its replication is unconfirmed."""
+    if isinstance(e, NotReplicated):
+        return f"{e}: the change is on the primary but not confirmed by enough replicas; sending it again is safe"
+    if isinstance(e, StoreRefusing):
+        return f"the route store refuses writes ({e.cause}); nothing was changed, retry later"
+    return "the route store is unavailable; nothing was changed, retry"
 
 
 def http_error(request: web.Request, e: web.HTTPException) -> web.Response:

@@ -295,8 +295,12 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     if node(request).stopping:
         return error_response(503, "STORE_UNAVAILABLE", "shutting down")
-    await node(request).store.ready()
-    return json_response({"status": "ready"})
+    store = node(request).store
+    await store.ready()
+    # Still ready when Redis refuses writes: reads go on, and every worker sees the same
+    # Redis, so taking them out of the balancer would only stop the reads too.
+    refused = store.refusals.recent()
+    return json_response({"status": "ready", "writes": f"refused: {', '.join(refused)}" if refused else "ok"})
 
 
 async def openapi(request: web.Request) -> web.Response:

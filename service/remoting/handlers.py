@@ -41,7 +41,7 @@ from service.node import Node
 from service.registry import Registry
 from service.remoting import bodies, codes
 from service.remoting.codec import Command, response_to
-from service.store import Store, StoreUnavailable
+from service.store import NotReplicated, Store, StoreRefusing, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -455,6 +455,10 @@ async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
         return await asyncio.wait_for(handler(ctx, cmd), timeout)
     except RemotingError as e:
         return fail(cmd, e.code, e.remark)
+    except NotReplicated as e:
+        return fail(cmd, codes.SYSTEM_ERROR, f"{e}; sending it again is safe")
+    except StoreRefusing as e:  # logged once per burst by the store
+        return fail(cmd, codes.SYSTEM_ERROR, f"the route store refuses writes ({e.cause}); nothing was changed, retry later")
     except (StoreUnavailable, asyncio.TimeoutError) as e:
         log.warning("Redis unavailable for request code %s: %s", cmd.code, e)
         return fail(cmd, codes.SYSTEM_ERROR, STORE_UNAVAILABLE)
