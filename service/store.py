@@ -246,13 +246,13 @@ class Store:
         # WAIT counts the replicas that have every write of *this* connection, so the script
         # and the WAIT go out together on one connection, as a pipeline
         pipe = self.redis.pipeline(transaction=False)
-        self._scripts[name](keys=[self.keys.version], args=list(args), client=pipe)
+        await self._scripts[name](keys=[self.keys.version], args=list(args), client=pipe)  # queues it
         pipe.execute_command("WAIT", self.min_replicas, self.wait_ms)
         result, acknowledged = await self.call(pipe.execute())
         if int(acknowledged) < self.min_replicas:
             self.errors += 1
-            raise NotReplicated(f"the change was applied but {acknowledged} of {self.min_replicas} replicas "
-                                f"confirmed it within {self.wait_ms} ms; it may be lost on a failover, retry")
+            raise NotReplicated(f"the change was applied on the primary but {acknowledged} of {self.min_replicas} "
+                                f"replicas confirmed it within {self.wait_ms} ms")
         return result
 
     async def load_scripts(self) -> None:

@@ -93,7 +93,7 @@ def unavailable_message(e: StoreUnavailable) -> str:
     """What a 503 tells the caller: that nothing was changed, unless a change was applied
     and only its replication is unconfirmed."""
     if isinstance(e, NotReplicated):
-        return f"{e}: the change is on the primary but not confirmed by enough replicas; sending it again is safe"
+        return f"{e}: it may be lost if the primary fails now; sending it again is safe"
     if isinstance(e, StoreRefusing):
         return f"the route store refuses writes ({e.cause}); nothing was changed, retry later"
     return "the route store is unavailable; nothing was changed, retry"

@@ -456,7 +456,7 @@ async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
     except RemotingError as e:
         return fail(cmd, e.code, e.remark)
     except NotReplicated as e:
-        return fail(cmd, codes.SYSTEM_ERROR, f"{e}; sending it again is safe")
+        return fail(cmd, codes.SYSTEM_ERROR, f"{e}: it may be lost if the primary fails now; sending it again is safe")
     except StoreRefusing as e:  # logged once per burst by the store
         return fail(cmd, codes.SYSTEM_ERROR, f"the route store refuses writes ({e.cause}); nothing was changed, retry later")
     except (StoreUnavailable, asyncio.TimeoutError) as e:
