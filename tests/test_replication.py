@@ -52,6 +52,11 @@ def primary_and_replica() -> Iterator[tuple[RedisServer, RedisServer]]:
     while redis.Redis(port=primary.port).info("replication").get("slave0", {}).get("state") != "online":
         assert time.monotonic() < deadline, "the replica never caught up"
         time.sleep(0.05)
+    # a replica just online acknowledges its first writes only after a second or two
+    warm = redis.Redis(port=primary.port)
+    while warm.set("warm-up", 1) and warm.execute_command("WAIT", 1, 100) < 1:
+        assert time.monotonic() < deadline, "the replica never acknowledged a write"
+    warm.delete("warm-up")
     yield primary, replica
     replica.cleanup()
     primary.cleanup()
