@@ -99,6 +99,8 @@ class Stats:
     flushes: int = 0
     watchers_woken: int = 0
     not_cached: int = 0  # read while a change touching it was applied
+    stale_served: int = 0  # answers served past the bound because Redis was unreachable (?stale)
+    stale_age_ms: float = 0.0  # the age of the last of them
 
 
 class ReadCache:
@@ -117,6 +119,7 @@ class ReadCache:
         self.anchor: bytes | None = None
         self.ahead: dict[int, bytes] = {}
         self.confirmed_at = float("-inf")  # when a poll that found everything applied was sent
+        self.unreachable = False  # the last poll failed: Redis is down or not answering
         # local count of applied visible changes, and the latest of them
         self.tick = 0
         self.recent: deque[tuple[int, Change | None]] = deque(maxlen=RECENT)  # None: a flush
@@ -210,6 +213,27 @@ class ReadCache:
             if change is None or change.flush or change.groups or scope == ANY:
                 return False
         return True
+
+    # ------------------------------------------------------------------ stale reads
+    def stale_route(self, kind: str, topic: str, max_age_ms: int) -> tuple[Answer, int] | None:
+        """The answer last known current and how old that knowledge is (ms), when a caller
+        accepts an answer past the bound (Redis unreachable) and it is at most `max_age_ms`."""
+        answer = self.routes.get((kind, topic)) or self.negatives.get((kind, topic))
+        if answer is None or any(self.group_changed.get(g, -1) > answer.stamp for g in answer.groups):
+            return None
+        return self._stale(answer, max_age_ms)
+
+    def stale_scoped(self, key: Hashable, max_age_ms: int) -> tuple[Answer, int] | None:
+        held = self.scoped.get(key)
+        return None if held is None else self._stale(held[1], max_age_ms)
+
+    def _stale(self, answer: Answer, max_age_ms: int) -> tuple[Answer, int] | None:
+        age_ms = int((time.monotonic() - self.confirmed_at) * 1000)
+        if age_ms > max_age_ms:
+            return None
+        self.stats.stale_served += 1
+        self.stats.stale_age_ms = age_ms
+        return answer, age_ms
 
     # ------------------------------------------------------------------ memory
     def _insert_route(self, key: RouteKey, answer: Answer) -> None:
@@ -366,8 +390,9 @@ class ReadCache:
         while True:
             try:
                 await self.poll_once()
+                self.unreachable = False
             except StoreUnavailable:
-                pass  # answers age out by the bound; readers get 503 from Redis itself
+                self.unreachable = True  # answers age out by the bound; readers get 503 from Redis itself
             await asyncio.sleep(self.poll)
 
     def _message(self, data: bytes | str) -> None:

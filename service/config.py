@@ -41,6 +41,8 @@ class Settings:
     version_poll_ms: int = 500
     max_staleness_ms: int = 1_000
     watch_max_ms: int = 120_000
+    stale_max_ms: int = 120_000
+    remoting_stale_reads: bool = False
     cache_max_entries: int = 200_000
     cache_max_bytes: int = 512 * 1024 * 1024
     cache_negative_entries: int = 10_000
@@ -83,6 +85,8 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_VERSION_POLL_MS": ("version_poll_ms", int),
     "RMQ_MAX_STALENESS_MS": ("max_staleness_ms", int),
     "RMQ_WATCH_MAX_MS": ("watch_max_ms", int),
+    "RMQ_STALE_MAX_MS": ("stale_max_ms", int),
+    "RMQ_REMOTING_STALE_READS": ("remoting_stale_reads", _bool),
     "RMQ_CACHE_MAX_ENTRIES": ("cache_max_entries", int),
     "RMQ_CACHE_MAX_BYTES": ("cache_max_bytes", int),
     "RMQ_CACHE_NEGATIVE_ENTRIES": ("cache_negative_entries", int),

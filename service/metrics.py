@@ -67,5 +67,7 @@ class CoreCollector(Collector):
             ("invalidations", c.invalidations, "answers removed because a change touched them"),
             ("flushes", c.flushes, "times the whole cache was dropped (a gap in the change records)"),
             ("watchers_woken", c.watchers_woken, "long polls woken by a change that may alter their answer"),
+            ("stale_served", c.stale_served, "answers served past the staleness bound while Redis was unreachable"),
         ):
             yield CounterMetricFamily(f"rmq_cache_{name}", text, value=value)
+        yield GaugeMetricFamily("rmq_cache_stale_age_ms", "age of the last answer served past the bound", value=c.stale_age_ms)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
-from service.cache import CLUSTER, Answer, ReadCache, make_answer
+from service.cache import ANY, CLUSTER, Answer, ReadCache, make_answer
 from service.http.context import OPENAPI, node
 from service.http.errors import ApiError, error_response, invalid, topic_not_exist
 from service.http.observe import Handler
@@ -31,6 +31,7 @@ from service.models import (
     validated,
 )
 from service.registry import Registry
+from service.store import StoreUnavailable
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -183,6 +184,9 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
 
     watch = request.query.get("watch") if request.query_string else None
     if watch is None:
+        if "stale" in request.query:
+            return await stale_or(request, lambda: cache.route("http", topic, fetch),
+                                  lambda max_ms: cache.stale_route("http", topic, max_ms))
         return answer_response(request, await cache.route("http", topic, fetch))
     # long poll: answer as soon as the route differs from the one the client has
     watched = '"' + watch.strip().strip('"') + '"'
@@ -207,6 +211,35 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
     return answer_response(request, answer)
 
 
+async def stale_or(request: web.Request, read: Callable[[], Awaitable[Answer]],
+                   stale: Callable[[int], tuple[Answer, int] | None]) -> web.Response:
+    """?stale (Consul's opt-in): the answer as usual while Redis answers; while it does not,
+    the last one this worker knew, at most RMQ_STALE_MAX_MS old, its age in
+    X-Registry-Age-Ms. The age is how long ago the worker last confirmed its cache."""
+    max_ms = node(request).settings.stale_max_ms
+    held = stale(max_ms) if node(request).cache.unreachable else None
+    if held is None:
+        try:
+            return answer_response(request, await read())
+        except StoreUnavailable:
+            held = stale(max_ms)
+            if held is None:
+                raise
+    answer, age_ms = held
+    response = answer_response(request, answer)
+    response.headers["X-Registry-Age-Ms"] = str(age_ms)
+    return response
+
+
+async def scoped_read(request: web.Request, key: tuple[str, ...], fetch: Callable[[], Awaitable[Answer]],
+                      scope: str = ANY) -> web.Response:
+    cache = node(request).cache
+    if request.query_string and "stale" in request.query:
+        return await stale_or(request, lambda: cache.get(key, fetch, scope=scope),
+                              lambda max_ms: cache.stale_scoped(key, max_ms))
+    return answer_response(request, await cache.get(key, fetch, scope=scope))
+
+
 async def get_cluster(request: web.Request) -> web.Response:
     reg = registry(request)
 
@@ -214,7 +247,7 @@ async def get_cluster(request: web.Request) -> web.Response:
         version, body = await reg.cluster_info()
         return make_answer(version, 200, orjson.dumps(body))
 
-    return answer_response(request, await node(request).cache.get(("cluster",), fetch, scope=CLUSTER))
+    return await scoped_read(request, ("cluster",), fetch, scope=CLUSTER)
 
 
 async def _topic_list(request: web.Request, which: str, cluster: str = "") -> web.Response:
@@ -224,7 +257,7 @@ async def _topic_list(request: web.Request, which: str, cluster: str = "") -> we
         version, body = await reg.topic_list(which, cluster)
         return make_answer(version, 200, orjson.dumps(body))
 
-    return answer_response(request, await node(request).cache.get(("topics", which, cluster), fetch))
+    return await scoped_read(request, ("topics", which, cluster), fetch)
 
 
 def topic_list(which: str) -> Handler:

@@ -248,6 +248,24 @@ async def query_data_version(ctx: Context, cmd: Command) -> Command:
 
 
 # ---------------------------------------------------------------------- client-facing
+async def allow_stale(ctx: Context, read: Callable[[], Awaitable[Answer]],
+                      stale: Callable[[int], tuple[Answer, int] | None]) -> Answer:
+    """With RMQ_REMOTING_STALE_READS, a read answers from the last answer this worker knew
+    (at most RMQ_STALE_MAX_MS old) while Redis is unreachable, as a NameServer answers
+    from memory; otherwise, or with nothing that recent, Redis' failure is the answer."""
+    settings = ctx.settings
+    if not settings.remoting_stale_reads:
+        return await read()
+    held = stale(settings.stale_max_ms) if ctx.cache.unreachable else None
+    if held is not None:
+        return held[0]
+    try:
+        return await read()
+    except StoreUnavailable:
+        held = stale(settings.stale_max_ms)
+        if held is None:
+            raise
+        return held[0]
 # RocketMQ appends FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL) to this remark; clients log it.
 FAQ_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
@@ -269,7 +287,9 @@ async def get_route(ctx: Context, cmd: Command) -> Command:
             return make_answer(route.version, 404, b"")
         return make_answer(route.version, 200, bodies.route(orjson.loads(route.body), standard), route.groups)
 
-    answer = await ctx.cache.route("tcp-std" if standard else "tcp", topic, fetch)
+    kind = "tcp-std" if standard else "tcp"
+    answer = await allow_stale(ctx, lambda: ctx.cache.route(kind, topic, fetch),
+                               lambda max_ms: ctx.cache.stale_route(kind, topic, max_ms))
     if answer.status != 200:
         return topic_not_exist(cmd, topic)
     return ok(cmd, body=answer.body)
@@ -282,7 +302,10 @@ async def cluster_info(ctx: Context, cmd: Command) -> Command:
         version, doc = await reg.cluster_info()
         return make_answer(version, 200, bodies.cluster_info(doc))
 
-    return ok(cmd, body=(await ctx.cache.get(("remoting-cluster",), fetch, scope=CLUSTER)).body)
+    key = ("remoting-cluster",)
+    answer = await allow_stale(ctx, lambda: ctx.cache.get(key, fetch, scope=CLUSTER),
+                               lambda max_ms: ctx.cache.stale_scoped(key, max_ms))
+    return ok(cmd, body=answer.body)
 
 
 def topic_list(which: str) -> Handler:
@@ -294,7 +317,10 @@ def topic_list(which: str) -> Handler:
             version, doc = await reg.topic_list(which, cluster or "")
             return make_answer(version, 200, bodies.topic_list(doc))
 
-        return ok(cmd, body=(await ctx.cache.get(("remoting-topics", which, cluster), fetch)).body)
+        key = ("remoting-topics", which, cluster)
+        answer = await allow_stale(ctx, lambda: ctx.cache.get(key, fetch),
+                                   lambda max_ms: ctx.cache.stale_scoped(key, max_ms))
+        return ok(cmd, body=answer.body)
 
     return handler
 
