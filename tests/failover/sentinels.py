@@ -1,0 +1,120 @@
+"""A Redis primary, its replicas and three Sentinels, as real processes on free ports, with
+fast failure detection so a failover takes a second or two."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from tests.redis_server import RedisServer, free_port
+
+MASTER = "rmq"
+
+
+class Sentinel:
+    def __init__(self, primary_port: int) -> None:
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="rmq-sentinel-"))
+        conf = self.dir / "sentinel.conf"
+        conf.write_text("\n".join([
+            f"port {self.port}", "bind 127.0.0.1", f"dir {self.dir}", f"logfile {self.dir / 'sentinel.log'}",
+            f"sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2",
+            f"sentinel down-after-milliseconds {MASTER} 400",
+            f"sentinel failover-timeout {MASTER} 2000",
+            f"sentinel parallel-syncs {MASTER} 2",
+        ]) + "\n")
+        self.proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", str(conf), "--sentinel"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=self.port).ping()
+                return
+            except redis.exceptions.ConnectionError:
+                assert time.monotonic() < deadline, "a sentinel did not start"
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ReplicatedRedis:
+    """A primary with `replicas` replicas (AOF on, so a killed node restarts with its data)
+    and three Sentinels watching them."""
+
+    def __init__(self, replicas: int = 2) -> None:
+        self.primary = RedisServer(None, "--appendonly", "yes")
+        self.primary.start()
+        self.replicas = [RedisServer(None, "--appendonly", "yes", "--replicaof", "127.0.0.1", str(self.primary.port))
+                         for _ in range(replicas)]
+        for replica in self.replicas:
+            replica.start()
+        self.wait_replicated(self.primary.port, replicas)
+        self.sentinels = [Sentinel(self.primary.port) for _ in range(3)]
+        deadline = time.monotonic() + 15
+        while not all(self.sentinel_knows_replicas(s, replicas) for s in self.sentinels):
+            assert time.monotonic() < deadline, "the sentinels never found the replicas"
+            time.sleep(0.1)
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{MASTER}/0"
+
+    def nodes(self) -> list[RedisServer]:
+        return [self.primary, *self.replicas]
+
+    def current_primary(self) -> int:
+        """The port the Sentinels name as the primary now."""
+        host, port = redis.Redis(port=self.sentinels[0].port).sentinel_get_master_addr_by_name(MASTER)
+        return int(port)
+
+    @staticmethod
+    def sentinel_knows_replicas(sentinel: Sentinel, replicas: int) -> bool:
+        info = redis.Redis(port=sentinel.port).sentinel_master(MASTER)
+        return int(info.get("num-slaves", 0)) >= replicas and int(info.get("num-other-sentinels", 0)) >= 2
+
+    @staticmethod
+    def wait_replicated(port: int, replicas: int, limit_s: float = 15) -> None:
+        """Until `replicas` replicas are online and acknowledge a write promptly (a replica
+        just synced acknowledges its first writes only after a second or two)."""
+        r = redis.Redis(port=port)
+        deadline = time.monotonic() + limit_s
+        while True:
+            info = r.info("replication")
+            online = sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
+                         and v.get("state") == "online")
+            if online >= replicas and r.set("{rmq-test}:warm-up", 1) and r.execute_command("WAIT", replicas, 100) >= replicas:
+                r.delete("{rmq-test}:warm-up")
+                return
+            assert time.monotonic() < deadline, f"{replicas} replicas never caught up"
+            time.sleep(0.05)
+
+    def failed_over(self, old_port: int, limit_s: float = 20) -> int:
+        """The new primary's port once the Sentinels promoted one and it takes writes."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            try:
+                port = self.current_primary()
+                if port != old_port and redis.Redis(port=port).info("replication")["role"] == "master":
+                    return port
+            except redis.exceptions.ConnectionError:
+                pass
+            assert time.monotonic() < deadline, "no failover happened"
+            time.sleep(0.05)
+
+    def node_on(self, port: int) -> RedisServer:
+        return next(n for n in self.nodes() if n.port == port)
+
+    def stop(self) -> None:
+        for sentinel in self.sentinels:
+            sentinel.stop()
+        for node in self.nodes():
+            node.cleanup()
