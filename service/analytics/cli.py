@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         print("analytics needs pyspark 3.5: pip install '.[analytics]'", file=sys.stderr)
         return 2
 
-    from .jobs import Context, run, to_json
+    from .jobs import READS_REDIS, Context, run, to_json
     from .reader import spark_conf_from_options
 
     try:
@@ -132,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
             spark=spark, prefix=args.prefix, reader=args.reader, options=opts, out=out,
             charts=not args.no_charts, flag_ratio=args.flag_ratio, history=history,
         )
-        log.info("job %s, prefix %s, reader %s, out %s, history %s",
-                 args.job, args.prefix, ctx.reader_used, out, history)
+        # the reader is checked (and a missing spark-redis jar refused) only for jobs that read Redis
+        log.info("job %s, prefix %s, reader %s, out %s, history %s", args.job, args.prefix,
+                 ctx.reader_used if args.job in READS_REDIS else "none (reads no Redis)", out, history)
         result = run(ctx, args.job)
     except Exception as e:  # one line for the operator, the trace in the log
         log.exception("job %s failed", args.job)

@@ -522,10 +522,11 @@ def trend(ctx: Context) -> dict[str, Any]:
         "series": series,
     }
     if ctx.out is not None:
-        ctx.stage(job, f"write trend table and chart to {ctx.out / job}")
+        # beside the history dataset, never in it: its folder stays one Parquet dataset
+        ctx.stage(job, f"write trend table and chart to {ctx.out / 'trend'}")
         summary["outputs"] = {
-            "trend": _write_table(ctx, job, "trend", series),
-            "trendChart": _chart(ctx, charts.trend, job, "trend", series, title="Registry trend"),
+            "trend": _write_table(ctx, "trend", "trend", series),
+            "trendChart": _chart(ctx, charts.trend, "trend", "trend", series, title="Registry trend"),
         }
     return summary
 
@@ -533,6 +534,7 @@ def trend(ctx: Context) -> dict[str, Any]:
 # --------------------------------------------------------------------------- runner
 
 JOBS = ("snapshot", "topics", "all", "history")
+READS_REDIS = frozenset({"snapshot", "topics", "all"})  # history reads only its own dataset
 
 
 def run(ctx: Context, job: str) -> dict[str, Any]:

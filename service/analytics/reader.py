@@ -39,6 +39,17 @@ SPARK_REDIS_CLASS = "org.apache.spark.sql.redis.DefaultSource"
 SPARK_REDIS_PACKAGE = "com.redislabs:spark-redis_2.12:3.1.0"
 READERS = ("auto", "spark-redis", "builtin")
 
+# The commands a read-only Redis user needs for the jobs, with either reader: SCAN and
+# HMGET for the rows, HGETALL for the order-topic KV, TIME for the snapshot's clock, INFO,
+# and TYPE for spark-redis' filter.keys.by.type (without it spark-redis returns no rows,
+# silently). service/analytics/README.md quotes this line; a test holds the two together.
+READ_ONLY_COMMANDS = ("+scan", "+hmget", "+hgetall", "+info", "+time", "+type")
+
+
+def read_only_acl(prefix: str = "rmq") -> str:
+    """The ACL rules of a read-only user for the jobs (after ``ACL SETUSER <name> on >pw``)."""
+    return " ".join(["resetkeys", f"~{{{prefix}}}:*", "-@all", *READ_ONLY_COMMANDS])
+
 # spark-redis defaults (Jedis Protocol.DEFAULT_*, RedisConfig / ReadWriteConfig)
 CONNECTION_DEFAULTS = {
     "host": "localhost", "port": "6379", "user": None, "auth": None,

@@ -192,3 +192,22 @@ def test_other_prefix_and_an_empty_registry(spark, redis_url, capsys):
                      "--log-level", "WARNING"]) == 0
     other = json.loads(capsys.readouterr().out)
     assert other["prefix"] == "other" and other["counts"]["members"] == 18
+
+
+def test_the_history_folder_holds_only_the_dataset_after_a_history_run(spark, seeded, tmp_path):
+    _, _, url = seeded
+    out = tmp_path / "out"
+    assert cli.main(["snapshot", "--redis-url", url, "--out", str(out), "--no-charts", "--log-level", "WARNING"]) == 0
+    assert cli.main(["history", "--out", str(out), "--log-level", "WARNING"]) == 0
+    assert (out / "trend" / "trend.parquet").is_file() and (out / "trend" / "trend.png").is_file()
+    assert pq.read_table(out / "history").num_rows == 1  # the whole folder reads as one dataset
+
+
+def test_history_with_the_spark_redis_reader_and_no_jar_succeeds(spark, tmp_path, capsys):
+    history = tmp_path / "history"
+    assert cli.main(["history", "--history", str(history), "--reader", "spark-redis", "--no-out",
+                     "--log-level", "WARNING"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"] == 0
+    # a job that reads Redis still refuses the missing jar
+    assert cli.main(["snapshot", "--redis-url", "redis://127.0.0.1:1/0", "--reader", "spark-redis", "--no-out",
+                     "--no-history", "--log-level", "CRITICAL"]) == 1

@@ -92,3 +92,31 @@ def test_spark_redis_reader_gives_the_same_dataframes(spark, seeded):
 @pytest.mark.skipif(not os.environ.get("SPARK_REDIS_JAR"), reason="SPARK_REDIS_JAR not set")
 def test_jar_given_is_detected(spark):
     assert spark_redis_available(spark)
+
+
+def test_the_documented_read_only_acl_user_reads_every_table_alike(spark, seeded):
+    from pathlib import Path
+
+    import redis
+
+    _, _, url = seeded
+    rules = reader_mod.read_only_acl()
+    readme = (Path(__file__).resolve().parents[2] / "service" / "analytics" / "README.md").read_text()
+    assert f"ACL SETUSER analytics on >PASSWORD {rules}" in readme  # the doc states these very rules
+    admin = redis.Redis.from_url(url)
+    try:
+        admin.execute_command("ACL", "SETUSER", "analytics", "on", ">s3cret", *rules.split())
+        restricted = url.replace("redis://", "redis://analytics:s3cret@")
+        for kind in KINDS:
+            as_admin = {tuple(r) for r in read_table(spark, kind, options=url_to_options(url), reader="builtin").collect()}
+            as_user = {tuple(r) for r in read_table(spark, kind, options=url_to_options(restricted),
+                                                    reader="builtin").collect()}
+            assert as_user == as_admin and as_admin, kind
+        # what spark-redis' filter.keys.by.type sends for every key (refused, it returns no rows)
+        as_analytics = redis.Redis.from_url(restricted)
+        key = next(as_analytics.scan_iter(match="{rmq}:broker:*"))
+        assert as_analytics.type(key) == b"hash"
+        as_analytics.close()
+    finally:
+        admin.execute_command("ACL", "DELUSER", "analytics")
+        admin.close()
