@@ -30,6 +30,7 @@ function K.broker(n) return TAG .. ':broker:' .. enc(n) end
 function K.addrs(n) return TAG .. ':addrs:' .. enc(n) end
 function K.broker_topics(n) return TAG .. ':broker-topics:' .. enc(n) end
 function K.topics() return TAG .. ':topics' end
+function K.topic_index() return TAG .. ':topic-index' end
 function K.topic(t) return TAG .. ':topic:' .. enc(t) end
 function K.queue(t, n) return TAG .. ':queue:' .. enc(t) .. ':' .. enc(n) end
 function K.live(a) return TAG .. ':live:' .. a end
@@ -147,6 +148,16 @@ end
 -- Writes QueueDatas of one group, each {topic, r, w, p, f}; `known` is the group's
 -- fingerprints before. Per pair only its row (and the topic's broker set when the pair
 -- is new); the topic list and the fingerprints take one variadic call per slice.
+-- The topic list in name order beside the set (K.topic_index): ZADD takes score, member.
+local function index_topics(topics)
+  local pairs_ = {}
+  for _, topic in ipairs(topics) do
+    pairs_[#pairs_ + 1] = 0
+    pairs_[#pairs_ + 1] = topic
+  end
+  variadic('ZADD', K.topic_index(), pairs_)
+end
+
 -- How many pairs of one group a change tags by topic; past it, the pairs that existed
 -- before are tagged by their group instead (every route naming the group depends on it).
 local PER_TOPIC_TAGS = 64
@@ -175,6 +186,7 @@ local function put_queues(name, entries, known)
     fps[#fps + 1] = fingerprint(e[2], e[3], e[4], e[5])
   end
   variadic('SADD', K.topics(), new_topics)
+  index_topics(new_topics)
   variadic('HSET', K.broker_topics(name), fps)
 end
 
@@ -216,6 +228,7 @@ local function drop_queues(name, topics)
   delete_keys(rows)
   variadic('HDEL', K.broker_topics(name), topics)
   variadic('SREM', K.topics(), orphans)
+  variadic('ZREM', K.topic_index(), orphans)
 end
 
 local function drop_queue(topic, name)

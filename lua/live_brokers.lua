@@ -1,34 +1,58 @@
--- Read every registered broker address with its liveness, in one step (the dashboard).
--- Read-only. Members are found without SCAN: clusters -> broker names -> addrs hashes.
+-- One page of the registered broker addresses with their liveness (the dashboard), broker
+-- groups in (cluster, brokerName) order. Read-only. Members are found without SCAN:
+-- clusters -> broker names -> addrs hashes; the page's cost follows its size.
 -- KEYS[1] version counter
--- Returns {version, now, rows}, now in ms of Redis time
+-- ARGV[1] cursor: '' for the first page, else the JSON [cluster, brokerName] of the last
+--         group of the previous page
+-- ARGV[2] limit: broker groups in this page
+-- Returns {version, now, rows, next cursor group {cluster, brokerName} or false}, now in ms
+--   of Redis time
 --   rows: {{brokerAddr, cluster, brokerName, brokerId, haServerAddr, lastUpdateTimestamp,
 --           heartbeatTimeoutMillis, dataVersion, deadline}, ...}
 --   by cluster, brokerName, brokerId; the live fields are false (nil) once the live row
 --   has gone by its TTL, deadline is false when the address has no expiry entry.
+local after = ARGV[1] ~= '' and cjson.decode(ARGV[1]) or nil
+local limit = tonumber(ARGV[2])
 local now = now_ms()
-local rows = {}
+
+local function past_cursor(cluster, name)
+  return after == nil or cluster > after[1] or (cluster == after[1] and name > after[2])
+end
+
+local rows, groups, next_group = {}, 0, false
+local last_cluster, last_name
 local clusters = redis.call('SMEMBERS', K.clusters())
 table.sort(clusters)
 for _, cluster in ipairs(clusters) do
-  local names = redis.call('SMEMBERS', K.cluster(cluster))
-  table.sort(names)
-  for _, name in ipairs(names) do
-    local flat = redis.call('HGETALL', K.addrs(name))
-    local members = {}
-    for i = 1, #flat, 2 do
-      members[#members + 1] = {tonumber(flat[i]) or 0, flat[i], flat[i + 1]}
+  if after == nil or cluster >= after[1] then
+    local names = redis.call('SMEMBERS', K.cluster(cluster))
+    table.sort(names)
+    for _, name in ipairs(names) do
+      if past_cursor(cluster, name) then
+        if groups == limit then
+          next_group = {last_cluster, last_name}
+          break
+        end
+        groups = groups + 1
+        last_cluster, last_name = cluster, name
+        local flat = redis.call('HGETALL', K.addrs(name))
+        local members = {}
+        for i = 1, #flat, 2 do
+          members[#members + 1] = {tonumber(flat[i]) or 0, flat[i], flat[i + 1]}
+        end
+        table.sort(members, function(a, b) return a[1] < b[1] end)
+        for _, m in ipairs(members) do
+          local addr = m[3]
+          local row = redis.call('HMGET', K.member(addr), 'cluster', 'brokerName', 'brokerId')
+          local live = redis.call('HMGET', K.live(addr), 'haServerAddr', 'lastUpdateTimestamp',
+            'heartbeatTimeoutMillis', 'dataVersion')
+          local deadline = redis.call('ZSCORE', K.expiry(), addr)
+          rows[#rows + 1] = {addr, row[1] or cluster, row[2] or name, row[3] or m[2],
+            live[1], live[2], live[3], live[4], deadline}
+        end
+      end
     end
-    table.sort(members, function(a, b) return a[1] < b[1] end)
-    for _, m in ipairs(members) do
-      local addr = m[3]
-      local row = redis.call('HMGET', K.member(addr), 'cluster', 'brokerName', 'brokerId')
-      local live = redis.call('HMGET', K.live(addr), 'haServerAddr', 'lastUpdateTimestamp',
-        'heartbeatTimeoutMillis', 'dataVersion')
-      local deadline = redis.call('ZSCORE', K.expiry(), addr)
-      rows[#rows + 1] = {addr, row[1] or cluster, row[2] or name, row[3] or m[2],
-        live[1], live[2], live[3], live[4], deadline}
-    end
+    if next_group then break end
   end
 end
-return {redis.call('GET', KEYS[1]) or '0', int(now), rows}
+return {redis.call('GET', KEYS[1]) or '0', int(now), rows, next_group}

@@ -1,24 +1,57 @@
--- Read every topic's QueueDatas (and its order config) in one step (the dashboard's table).
--- Read-only: {rmq}:topics, each {rmq}:topic:<t> set and its {rmq}:queue:<t>:<name> rows.
+-- One page of the topics in name order, each with its QueueDatas and order config (the
+-- dashboard's table). Read-only; its cost follows the page, not the table.
 -- KEYS[1] version counter
--- Returns {version, topics}
+-- ARGV[1] cursor: the last topic of the previous page ('' for the first page)
+-- ARGV[2] limit: topics in this page
+-- ARGV[3] prefix the topics start with ('' for all)
+-- ARGV[4] '1' for order topics only (those with an ORDER_TOPIC_CONFIG entry)
+-- Returns {version, topics, next cursor or false, total topics, order topics}
 --   topics: {{topic, {{brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag}, ...},
 --             orderTopicConf or false}, ...} by topic, queues by brokerName
-local topics = redis.call('SMEMBERS', K.topics())
-table.sort(topics)
-local out = {}
-for _, topic in ipairs(topics) do
-  local names = redis.call('SMEMBERS', K.topic(topic))
-  table.sort(names)
+local cursor, limit, prefix, order_only = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
+
+-- the candidates after the cursor that start with the prefix, one more than the page
+local function after_cursor()
+  local min = '-'
+  if prefix ~= '' then min = '[' .. prefix end
+  if cursor ~= '' and (prefix == '' or cursor >= prefix) then min = '(' .. cursor end
+  local max = prefix ~= '' and ('[' .. prefix .. '\255') or '+'
+  return redis.call('ZRANGEBYLEX', K.topic_index(), min, max, 'LIMIT', 0, limit + 1)
+end
+
+local names
+if order_only then
+  -- order topics are few: their KV namespace, sorted and sliced here
+  local all = redis.call('HKEYS', K.kv(ORDER_TOPIC_CONFIG))
+  table.sort(all)
+  names = {}
+  for _, topic in ipairs(all) do
+    if topic > cursor and string.sub(topic, 1, #prefix) == prefix
+        and redis.call('EXISTS', K.topic(topic)) == 1 then
+      names[#names + 1] = topic
+      if #names > limit then break end
+    end
+  end
+else
+  names = after_cursor()
+end
+
+local out, next_cursor = {}, false
+for i, topic in ipairs(names) do
+  if i > limit then
+    next_cursor = names[limit]
+    break
+  end
+  local brokers = redis.call('SMEMBERS', K.topic(topic))
+  table.sort(brokers)
   local queues = {}
-  for _, name in ipairs(names) do
+  for _, name in ipairs(brokers) do
     local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
     if q[1] then
       queues[#queues + 1] = {name, q[1], q[2], q[3], q[4]}
     end
   end
-  if #queues > 0 then
-    out[#out + 1] = {topic, queues, redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)}
-  end
+  out[#out + 1] = {topic, queues, redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)}
 end
-return {redis.call('GET', KEYS[1]) or '0', out}
+return {redis.call('GET', KEYS[1]) or '0', out, next_cursor, redis.call('ZCARD', K.topic_index()),
+  redis.call('HLEN', K.kv(ORDER_TOPIC_CONFIG))}

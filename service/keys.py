@@ -89,6 +89,12 @@ class Keys:
         """SET of topic names."""
         return f"{self.tag}:topics"
 
+    @property
+    def topic_index(self) -> str:
+        """ZSET of the same topic names, all score 0: the topics in name order, so the
+        dashboard's summary pages through 100,000 of them a bounded slice at a time."""
+        return f"{self.tag}:topic-index"
+
     def topic(self, topic: str) -> str:
         """SET of broker names serving a topic."""
         return f"{self.tag}:topic:{encode_name(topic)}"

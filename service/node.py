@@ -52,6 +52,9 @@ class Node:
                         "(single process, NOT durable: everything is lost on exit)")
         try:
             await self.store.load_scripts()
+            indexed = await self.store.run("topic_index_sync", [])
+            if indexed:
+                log.info("indexed %d topics by name (first start after an upgrade)", indexed)
         except StoreUnavailable as e:
             log.warning("Redis unavailable at start (%s); serving 503 until it returns", e)
         self._tasks = [

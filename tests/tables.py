@@ -109,6 +109,9 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
     for raw in r.scan_iter(match=f"{t}:topic:*"):
         if decode_name(_s(raw)[len(f"{t}:topic:"):]) not in topics:
             bad.append(f"topic set {_s(raw)} not in the topic list")
+    indexed = {_s(m) for m in r.zrange(keys.topic_index, 0, -1)}
+    if indexed != topics:
+        bad.append(f"topic index and topic list differ: {sorted(indexed ^ topics)[:5]}")
     for raw in r.scan_iter(match=f"{t}:broker-topics:*"):
         name = decode_name(_s(raw)[len(f"{t}:broker-topics:"):])
         for topic in (_s(t) for t in r.hkeys(raw)):

@@ -28,7 +28,7 @@ from aiohttp import web
 from service.auth import OPEN, READ
 from service.cache import Answer, make_answer
 from service.http.context import CACHE, STORE, add_route
-from service.http.errors import error_response
+from service.http.errors import error_response, invalid
 from service.http.views import answer_response, etag_matches
 from service.store import SCRIPTS, Store
 
@@ -144,8 +144,32 @@ async def run_script(app: web.Application, name: str, args: list[str | int] | No
     return await store.call(script(keys=[store.keys.version], args=list(args or [])))
 
 
-async def live_brokers(app: web.Application) -> dict[str, Any]:
-    version, now, rows = await run_script(app, LIVE_SCRIPT)
+# Page sizes: a page is one Lua call whose cost follows its size (no call runs long at
+# 300 broker groups and 100,000 topics); a request without `limit` gets the default.
+SUMMARY_LIMIT, SUMMARY_MAX = 500, 5000
+LIVE_LIMIT, LIVE_MAX = 500, 2000
+
+
+def page_params(request: web.Request, default: int, most: int) -> tuple[str, int]:
+    """`cursor` (opaque, from the previous page's nextCursor) and `limit`; 400 when bad."""
+    cursor = request.query.get("cursor", "")
+    raw = request.query.get("limit", str(default))
+    if not raw.isdigit() or not 1 <= int(raw) <= most:
+        raise invalid(f"limit must be a whole number from 1 to {most}")
+    if len(cursor) > 1024:
+        raise invalid("cursor is not one this server gave")
+    return cursor, int(raw)
+
+
+async def live_brokers(app: web.Application, cursor: str = "", limit: int = LIVE_LIMIT) -> dict[str, Any]:
+    if cursor:
+        try:
+            after = orjson.loads(cursor)
+            if not (isinstance(after, list) and len(after) == 2 and all(isinstance(x, str) for x in after)):
+                raise ValueError
+        except ValueError:
+            raise invalid("cursor is not one this server gave") from None
+    version, now, rows, next_group = await run_script(app, LIVE_SCRIPT, [cursor, limit])
     now = int(_s(now))
     brokers = []
     for addr, cluster, name, broker_id, ha, last, timeout, data_version, deadline in rows:
@@ -170,11 +194,14 @@ async def live_brokers(app: web.Application) -> dict[str, Any]:
             "deadline": deadline_ms,
             "dataVersion": dv,
         })
-    return {"version": int(_s(version)), "now": now, "brokers": brokers}
+    next_cursor = orjson.dumps([_s(next_group[0]), _s(next_group[1])]).decode() if next_group else None
+    return {"version": int(_s(version)), "now": now, "brokers": brokers, "nextCursor": next_cursor}
 
 
-async def topic_summary(app: web.Application) -> tuple[int, dict[str, Any]]:
-    version, topics = await run_script(app, SUMMARY_SCRIPT)
+async def topic_summary(app: web.Application, cursor: str = "", limit: int = SUMMARY_LIMIT, prefix: str = "",
+                        order_only: bool = False) -> tuple[int, dict[str, Any]]:
+    version, topics, next_cursor, total, order_total = await run_script(
+        app, SUMMARY_SCRIPT, [cursor, limit, prefix, "1" if order_only else "0"])
     return int(_s(version)), {"topics": [
         {
             "topic": _s(topic),
@@ -186,7 +213,7 @@ async def topic_summary(app: web.Application) -> tuple[int, dict[str, Any]]:
             ],
         }
         for topic, queues, order in topics
-    ]}
+    ], "nextCursor": _s(next_cursor) if next_cursor else None, "total": int(total), "orderTopics": int(order_total)}
 
 
 # ---------------------------------------------------------------------- handlers
@@ -194,7 +221,8 @@ async def get_live_brokers(request: web.Request) -> web.Response:
     """The body changes with every millisecond (now, ageMs); its ETag covers only what
     changes with the tables and heartbeats, so a poller that already has it gets a 304
     and keeps counting the ages itself from the last `now`."""
-    body = await live_brokers(request.app)
+    cursor, limit = page_params(request, LIVE_LIMIT, LIVE_MAX)
+    body = await live_brokers(request.app, cursor, limit)
     stable = [{k: v for k, v in b.items() if k != "ageMs"} for b in body["brokers"]]
     etag = '"' + hashlib.blake2b(orjson.dumps(stable), digest_size=8).hexdigest() + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
@@ -205,13 +233,23 @@ async def get_live_brokers(request: web.Request) -> web.Response:
 
 
 async def get_topic_summary(request: web.Request) -> web.Response:
+    """A page of topics in name order; `q` keeps those starting with it, `order=1` the
+    order topics. The dashboard's default view (first page, no filter) is cached; other
+    pages are read each time (their number is unbounded, each read is bounded)."""
     app = request.app
+    cursor, limit = page_params(request, SUMMARY_LIMIT, SUMMARY_MAX)
+    prefix = request.query.get("q", "")
+    order_only = request.query.get("order", "") in ("1", "true")
+    if len(prefix) > 255:
+        raise invalid("q is a topic name prefix of at most 255 characters")
 
     async def fetch() -> Answer:
-        version, body = await topic_summary(app)
+        version, body = await topic_summary(app, cursor, limit, prefix, order_only)
         return make_answer(version, 200, orjson.dumps(body))
 
-    return answer_response(request, await app[CACHE].get(("ui", "topic-summary"), fetch))
+    if cursor or prefix or order_only:
+        return answer_response(request, await fetch())
+    return answer_response(request, await app[CACHE].get(("ui", "topic-summary", limit), fetch))
 
 
 def add_ui_routes(app: web.Application) -> None:

@@ -98,6 +98,12 @@ end
 for _, key in ipairs(redis.call('KEYS', T .. ':topic:*')) do
   if not topics[name_in(key, 'topic')] then add('topic set ' .. key .. ' not in the topic list') end
 end
+local indexed = 0
+for _, topic in ipairs(redis.call('ZRANGE', T .. ':topic-index', 0, -1)) do
+  indexed = indexed + 1
+  if not topics[topic] then add('topic ' .. topic .. ' indexed but not in the topic list') end
+end
+if indexed ~= redis.call('SCARD', T .. ':topics') then add('topic index and topic list differ in size') end
 for _, key in ipairs(redis.call('KEYS', T .. ':broker-topics:*')) do
   local name = name_in(key, 'broker-topics')
   for _, topic in ipairs(redis.call('HKEYS', key)) do

@@ -310,3 +310,28 @@ async def test_page_with_auth_on_uses_a_token_from_session_storage(
     assert await page.evaluate("sessionStorage.getItem('rmq-registry-token')") is None
     # 401s are expected here; nothing else may fail
     assert [e for e in page.errors if "401" not in e] == []
+
+
+async def test_the_topic_table_pages_through_the_server_and_search_finds_a_later_page(
+        worker_factory: Any, browser: Any) -> None:
+    worker: Worker = await worker_factory()
+    names = [f"Big-{i:04d}" for i in range(450)]
+    await worker.register(registration(topics=names))
+    page = await open_page(browser, worker.url)
+    await loaded(page)
+    await wait_text(page, "#topic-caption", "topics 1-200 of 450")
+    assert await page.locator("#topic-rows tr[data-topic]").count() == 200
+    assert await page.locator("#topic-prev").is_disabled()
+    await page.click("#topic-next")
+    await wait_text(page, "#topic-caption", "topics 201-400 of 450")
+    assert await page.locator('#topic-rows tr[data-topic="Big-0200"]').count() == 1
+    await page.click("#topic-next")
+    await wait_text(page, "#topic-caption", "topics 401-450 of 450")
+    assert await page.locator("#topic-next").is_disabled()
+    await page.click("#topic-prev")
+    await wait_text(page, "#topic-caption", "topics 201-400 of 450")
+    # a search reads the matching topics from the server, wherever they are
+    await page.fill("#topic-search", "Big-044")
+    await wait_text(page, "#topic-caption", "10 of 450 topics match")
+    assert await page.locator('#topic-rows tr[data-topic="Big-0449"]').count() == 1
+    assert not page.errors

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
@@ -94,7 +95,8 @@ async def test_live_brokers_report_age_against_timeout_and_an_expired_live_row(
 
 async def test_topic_summary_has_every_topics_queues_and_order_config(aiohttp_client: Any, redis_url: str) -> None:
     client = await make(aiohttp_client, redis_url)
-    assert await (await client.get("/v1/topics/summary")).json() == {"topics": []}
+    assert await (await client.get("/v1/topics/summary")).json() == {
+        "topics": [], "nextCursor": None, "total": 0, "orderTopics": 0}
     await register(client, registration(addr="10.0.0.1:10911", name="broker-b", topics={
         "T1": topic_config("T1", read=8, write=4, perm=6), "T2": topic_config("T2", perm=4, sys_flag=1)}))
     await register(client, registration(addr="10.0.1.1:10911", name="broker-a", topics={
@@ -109,7 +111,7 @@ async def test_topic_summary_has_every_topics_queues_and_order_config(aiohttp_cl
             {"brokerName": "broker-b", "readQueueNums": 8, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}]},
         {"topic": "T2", "orderTopicConf": None, "queueDatas": [
             {"brokerName": "broker-b", "readQueueNums": 4, "writeQueueNums": 4, "perm": 4, "topicSysFlag": 1}]},
-    ]}
+    ], "nextCursor": None, "total": 2, "orderTopics": 1}
     # the same queueDatas a producer gets from the route
     route = await (await client.get("/v1/routes/T1")).json()
     assert route["queueDatas"] == (await resp.json())["topics"][0]["queueDatas"]
@@ -153,3 +155,59 @@ async def test_reads_answer_503_when_redis_is_unreachable(aiohttp_client: Any) -
         resp = await client.get(path)
         assert resp.status == 503 and (await resp.json())["error"] == "STORE_UNAVAILABLE"
     assert (await client.get("/")).status == 200
+
+
+async def test_topic_summary_pages_every_topic_once_in_name_order(aiohttp_client: Any, redis_url: str) -> None:
+    client = await make(aiohttp_client, redis_url)
+    names = [f"P{i:03d}" for i in range(57)]
+    await register(client, registration(topics=names))
+    seen, cursor, pages = [], "", 0
+    while True:
+        query = {"limit": "10"} | ({"cursor": cursor} if cursor else {})
+        body = await (await client.get("/v1/topics/summary", params=query)).json()
+        assert len(body["topics"]) <= 10 and body["total"] == 57
+        seen += [t["topic"] for t in body["topics"]]
+        pages += 1
+        if body["nextCursor"] is None:
+            break
+        cursor = body["nextCursor"]
+    assert seen == names and pages == 6
+
+
+async def test_topic_summary_finds_topics_by_prefix_and_order_topics(aiohttp_client: Any, redis_url: str) -> None:
+    client = await make(aiohttp_client, redis_url)
+    await register(client, registration(topics=["Apple", "Apricot", "Banana", "Avocado"]))
+    await client.put("/v1/kv/ORDER_TOPIC_CONFIG/Banana", json={"value": "broker-a:4"})
+    found = await (await client.get("/v1/topics/summary", params={"q": "Ap"})).json()
+    assert [t["topic"] for t in found["topics"]] == ["Apple", "Apricot"] and found["total"] == 4
+    page = await (await client.get("/v1/topics/summary", params={"q": "A", "limit": "2"})).json()
+    rest = await (await client.get("/v1/topics/summary", params={"q": "A", "cursor": page["nextCursor"]})).json()
+    assert [t["topic"] for t in page["topics"] + rest["topics"]] == ["Apple", "Apricot", "Avocado"]
+    order = await (await client.get("/v1/topics/summary", params={"order": "1"})).json()
+    assert [t["topic"] for t in order["topics"]] == ["Banana"] and order["orderTopics"] == 1
+
+
+@pytest.mark.parametrize("query", [{"limit": "0"}, {"limit": "abc"}, {"limit": "100000"}, {"cursor": "x" * 2000}])
+async def test_summary_pages_refuse_a_bad_limit_or_cursor(aiohttp_client: Any, redis_url: str, query: dict) -> None:
+    client = await make(aiohttp_client, redis_url)
+    for path in ("/v1/topics/summary", "/v1/brokers/live"):
+        resp = await client.get(path, params=query)
+        assert resp.status == 400 and (await resp.json())["error"] == "INVALID_REQUEST"
+
+
+async def test_live_brokers_page_by_broker_group(aiohttp_client: Any, redis_url: str) -> None:
+    client = await make(aiohttp_client, redis_url)
+    for g in range(5):
+        for i in (0, 1):
+            await register(client, registration(addr=f"10.0.{g}.{i + 1}:10911", name=f"g{g}", broker_id=i, topics=[]))
+    seen, cursor = [], ""
+    while True:
+        body = await (await client.get("/v1/brokers/live", params={"limit": "2"} | ({"cursor": cursor} if cursor else {}))).json()
+        assert len({b["brokerName"] for b in body["brokers"]}) <= 2
+        seen += [b["brokerAddr"] for b in body["brokers"]]
+        if body["nextCursor"] is None:
+            break
+        cursor = body["nextCursor"]
+    assert seen == [f"10.0.{g}.{i + 1}:10911" for g in range(5) for i in (0, 1)]
+    bad = await client.get("/v1/brokers/live", params={"cursor": "not json"})
+    assert bad.status == 400

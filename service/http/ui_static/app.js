@@ -17,7 +17,11 @@
     cluster: null,      // ClusterInfo
     live: null,         // {now, brokers}
     liveAt: 0,          // performance.now() when `live` arrived
-    summary: null,      // {topics: [...]}
+    summary: null,      // one page of topics: {topics: [...], nextCursor, total, orderTopics}
+    pages: [],          // cursors of the pages before the one shown (for "Previous")
+    cursor: "",         // the shown page's cursor ("" for the first)
+    livePaged: false,   // the last /v1/brokers/live answer came in several pages
+    summaryUrl: null,   // the URL `summary` came from
     lastOk: null,       // Date of the last complete refresh
     failingSince: null,
     selected: null,     // topic whose route is shown
@@ -127,9 +131,68 @@
   }
 
   // ------------------------------------------------------------------ polling
+  // The topics page shown: server-side paging and prefix search, so the page stays light
+  // with 100,000 topics (the server reads one bounded slice per request).
+  function summaryUrl() {
+    const params = new URLSearchParams({ limit: String(MAX_TOPIC_ROWS) });
+    if (state.cursor) params.set("cursor", state.cursor);
+    const q = $("topic-search").value.trim();
+    if (q) params.set("q", q);
+    if ($("order-only").checked) params.set("order", "1");
+    return "/v1/topics/summary?" + params.toString();
+  }
+
+  // Every broker, following the pages of /v1/brokers/live (one page up to 500 groups).
+  async function getLive() {
+    const first = "/v1/brokers/live";
+    if (state.livePaged) delete state.etags[first];  // a 304 of page 1 says nothing of the rest
+    const body = await getJson(first);
+    if (body === null || !body.nextCursor) { state.livePaged = false; return body; }
+    state.livePaged = true;
+    let next = body.nextCursor;
+    while (next) {
+      const url = first + "?cursor=" + encodeURIComponent(next);
+      delete state.etags[url];
+      const page = await getJson(url);
+      body.brokers.push(...page.brokers);
+      next = page.nextCursor;
+    }
+    body.nextCursor = null;
+    return body;
+  }
+
+  // The page for the current view; a 304 stands for the page we hold only if we hold it
+  // for this very view.
+  async function getSummary() {
+    const url = summaryUrl();
+    if (url !== state.summaryUrl) delete state.etags[url];
+    const body = await getJson(url);
+    if (body !== null) state.summaryUrl = url;
+    return body;
+  }
+
+  async function refreshTopics() {
+    try {
+      const summary = await getSummary();
+      if (summary) state.summary = summary;
+      renderTopics(); renderChart(); renderCounts();
+    } catch (e) { /* the next poll reports it */ }
+  }
+
+  function turnPage(forward) {
+    if (forward) {
+      if (!state.summary || !state.summary.nextCursor) return;
+      state.pages.push(state.cursor);
+      state.cursor = state.summary.nextCursor;
+    } else {
+      if (!state.pages.length) return;
+      state.cursor = state.pages.pop();
+    }
+    refreshTopics();
+  }
+
   async function refresh() {
-    const urls = ["/v1/cluster", "/v1/brokers/live", "/v1/topics/summary"];
-    const results = await Promise.allSettled(urls.map(getJson));
+    const results = await Promise.allSettled([getJson("/v1/cluster"), getLive(), getSummary()]);
     const failure = results.find((r) => r.status === "rejected");
     const [cluster, live, summary] = results.map((r) => (r.status === "fulfilled" ? r.value : null));
     if (live) { state.live = live; state.liveAt = performance.now(); }
@@ -137,6 +200,7 @@
     if (summary) state.summary = summary;
     if (cluster || live) renderClusters();
     if (summary || cluster) renderTopics();
+    if (!summary && state.summary) renderPager();
     if (summary) renderChart();
     if (cluster || live || summary) renderCounts();
     if (!failure) {
@@ -313,27 +377,28 @@
       $("count-nomaster").parentElement.classList.toggle("alert", noMaster > 0);
     }
     if (state.summary) {
-      const topics = state.summary.topics;
-      $("count-topics").textContent = topics.length;
-      $("count-order").textContent = topics.filter((t) => t.orderTopicConf).length;
+      $("count-topics").textContent = state.summary.total;
+      $("count-order").textContent = state.summary.orderTopics;
     }
   }
 
   // ------------------------------------------------------------------ topics
-  function matches(t, q, orderOnly) {
-    if (orderOnly && !t.orderTopicConf) return false;
-    if (!q) return true;
-    if (t.topic.toLowerCase().includes(q)) return true;
-    return t.queueDatas.some((d) => d.brokerName.toLowerCase().includes(q));
+  function renderPager() {
+    const more = $("topic-more");
+    const paged = state.pages.length > 0 || Boolean(state.summary && state.summary.nextCursor);
+    more.hidden = !paged;
+    $("topic-prev").disabled = state.pages.length === 0;
+    $("topic-next").disabled = !(state.summary && state.summary.nextCursor);
+    $("topic-page").textContent = "Page " + (state.pages.length + 1);
   }
 
   function renderTopics() {
     if (!state.summary) return;
-    const q = $("topic-search").value.trim().toLowerCase();
+    const q = $("topic-search").value.trim();
     const orderOnly = $("order-only").checked;
-    const all = state.summary.topics;
-    const found = all.filter((t) => matches(t, q, orderOnly));
-    const shown = found.slice(0, MAX_TOPIC_ROWS);
+    const total = state.summary.total;
+    const shown = state.summary.topics;
+    const found = shown;
     const focused = document.activeElement && document.activeElement.dataset
       ? document.activeElement.dataset.topic : undefined;
     const cluster = state.cluster ? state.cluster.brokerAddrTable : {};
@@ -365,15 +430,18 @@
     }
     $("topic-rows").replaceChildren(rows);
     const filtered = q || orderOnly;
+    const more = state.summary.nextCursor ? "+" : "";
+    const first = state.pages.length * MAX_TOPIC_ROWS;
     $("topic-caption").textContent = filtered
-      ? found.length + " of " + all.length + " topics match"
-      : all.length + " topics";
-    const more = $("topic-more");
-    more.hidden = found.length <= shown.length;
-    more.textContent = "Showing the first " + shown.length + " of " + found.length + " matching topics; refine the search to see others.";
+      ? (first ? "topics " + (first + 1) + "-" + (first + shown.length) + " of those matching " : shown.length + more + " of ")
+        + total + " topics match"
+      : (state.pages.length || state.summary.nextCursor
+        ? "topics " + (first + 1) + "-" + (first + shown.length) + " of " + total
+        : total + " topics");
+    renderPager();
     if (found.length === 0) {
       $("topic-rows").append(h("tr", {}, h("td", { colspan: 5, class: "empty" },
-        all.length ? "No topic matches the search." : "No topic is registered.")));
+        total ? "No topic matches the search." : "No topic is registered.")));
     }
     if (focused !== undefined) {
       const again = $("topic-rows").querySelector('button[data-topic="' + CSS.escape(focused) + '"]');
@@ -525,11 +593,14 @@
       refresh();
     });
     let debounce = null;
+    const restart = () => { state.pages = []; state.cursor = ""; refreshTopics(); };
     $("topic-search").addEventListener("input", () => {
       clearTimeout(debounce);
-      debounce = setTimeout(renderTopics, 80);
+      debounce = setTimeout(restart, 150);
     });
-    $("order-only").addEventListener("change", renderTopics);
+    $("order-only").addEventListener("change", restart);
+    $("topic-prev").addEventListener("click", () => turnPage(false));
+    $("topic-next").addEventListener("click", () => turnPage(true));
     $("topic-rows").addEventListener("click", (ev) => {
       const btn = ev.target.closest("button.topic-link");
       if (btn) showRoute(btn.dataset.topic, true);
