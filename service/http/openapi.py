@@ -68,10 +68,12 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "alive": {"type": "boolean"}, "deadline": {"type": ["integer", "null"]},
         "dataVersion": {"oneOf": [{"$ref": REF.format(model="DataVersion")}, {"type": "null"}]}}},
     "LiveBrokers": {"type": "object", "properties": {
-        "now": _INT, "brokers": {"type": "array", "items": {"$ref": REF.format(model="LiveBroker")}}}},
+        "now": _INT, "brokers": {"type": "array", "items": {"$ref": REF.format(model="LiveBroker")}},
+        "nextCursor": {"type": ["string", "null"]}}},
     "TopicSummary": {"type": "object", "properties": {"topics": {"type": "array", "items": {"type": "object", "properties": {
         "topic": _STR, "orderTopicConf": {"type": ["string", "null"]},
-        "queueDatas": {"type": "array", "items": {"$ref": REF.format(model="QueueData")}}}}}}},
+        "queueDatas": {"type": "array", "items": {"$ref": REF.format(model="QueueData")}}}}},
+        "nextCursor": {"type": ["string", "null"]}, "total": _INT, "orderTopics": _INT}},
 }
 
 # (method, path) -> (summary, request model, success schema, error statuses)
@@ -95,8 +97,8 @@ OPERATIONS: dict[tuple[str, str], tuple[str, type[BaseModel] | None, str, tuple[
     ("GET", "/v1/kv/{namespace}/{key}"): ("Get a KV config entry", None, "KvValue", (400, 404, 503)),
     ("DELETE", "/v1/kv/{namespace}/{key}"): ("Delete a KV config entry", None, "Empty", (400, 503)),
     ("GET", "/v1/kv/{namespace}"): ("A KV namespace", None, "KvTable", (400, 404, 503)),
-    ("GET", "/v1/brokers/live"): ("Every registered broker address with its heartbeat age against its timeout (Redis time)", None, "LiveBrokers", (503,)),
-    ("GET", "/v1/topics/summary"): ("Every topic's QueueDatas and order config in one read (the dashboard's table)", None, "TopicSummary", (503,)),
+    ("GET", "/v1/brokers/live"): ("A page of registered broker addresses, by broker group, with their heartbeat age against their timeout (Redis time)", None, "LiveBrokers", (400, 503)),
+    ("GET", "/v1/topics/summary"): ("A page of topics in name order with their QueueDatas and order config (the dashboard's table)", None, "TopicSummary", (400, 503)),
     ("GET", "/healthz"): ("Liveness", None, "Status", ()),
     ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded", None, "Status", (503,)),
 }
@@ -113,7 +115,33 @@ def _parameters(path: str) -> list[dict[str, Any]]:
                            "schema": {**_NAME, "maxLength": _PARAM_LIMITS.get(name, NAME_MAX)}})
     if path == "/v1/topics/{topic}":
         params.append({"name": "clusterName", "in": "query", "required": False, "schema": _NAME})
+    if path in _PAGED:
+        default, most, what = _PAGED[path]
+        params += [
+            {"name": "cursor", "in": "query", "required": False, "schema": _STR,
+             "description": "the previous page's nextCursor; absent for the first page"},
+            {"name": "limit", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": most, "default": default},
+             "description": f"{what} in this page"},
+        ]
+    if path == "/v1/topics/summary":
+        params += [
+            {"name": "q", "in": "query", "required": False, "schema": {**_STR, "maxLength": 255},
+             "description": "only topics whose name starts with this"},
+            {"name": "order", "in": "query", "required": False, "schema": {"type": "string", "enum": ["1", "true"]},
+             "description": "only order topics (with an ORDER_TOPIC_CONFIG entry)"},
+        ]
+    if path in _STALE_READS:
+        params.append({"name": "stale", "in": "query", "required": False, "allowEmptyValue": True, "schema": _STR,
+                       "description": "while Redis is unreachable, the last answer this worker knew (at most "
+                                      "RMQ_STALE_MAX_MS old), its age in the X-Registry-Age-Ms header"})
     return params
+
+
+# path -> (default limit, largest limit, what a page counts)
+_PAGED = {"/v1/topics/summary": (500, 5000, "topics"), "/v1/brokers/live": (500, 2000, "broker groups")}
+_STALE_READS = {"/v1/routes/{topic}", "/v1/cluster", "/v1/topics", "/v1/topics/system", "/v1/topics/unit",
+                "/v1/topics/unit-sub", "/v1/topics/unit-sub-without-unit", "/v1/clusters/{clusterName}/topics"}
 
 
 def openapi_document(app: web.Application | None = None) -> dict[str, Any]:
