@@ -250,7 +250,10 @@ async def isolated_scripts(redis_url: str, by_group: dict[int, list[str]]) -> di
         (f"write_perm wipe ({len(by_group[g])} topics)", lambda: reg.write_perm(f"group-{g}", "wipe")),
         (f"write_perm add ({len(by_group[g])} topics)", lambda: reg.write_perm(f"group-{g}", "add")),
         ("delete_topic", lambda: reg.delete_topic(widest, None)),
-        ("live_brokers", lambda: store.run("live_brokers", [])),
+        ("live_brokers, a page of 500 groups", lambda: store.run("live_brokers", ["", 500])),
+        ("topic_summary, first page of 500", lambda: store.run("topic_summary", ["", 500, "", "0"])),
+        ("topic_summary, a page of 500 from the middle", lambda: store.run("topic_summary", ["T5", 500, "", "0"])),
+        ("topic_summary, prefix search", lambda: store.run("topic_summary", ["", 500, "T9999", "0"])),
         ("unregister slave", lambda: reg.unregister(validated(UnregisterRequest, {**identity, "brokerId": 1,
                                                     "brokerAddr": f"10.{g // 250}.{g % 250}.2:10911"}, settings))),
         (f"unregister master: group removal ({len(by_group[g])} topics)",
@@ -266,6 +269,33 @@ async def isolated_scripts(redis_url: str, by_group: dict[int, list[str]]) -> di
     r.config_set("slowlog-log-slower-than", 1000)
     await store.close()
     return out
+
+
+async def dashboard_timings(port: int, topic: str) -> dict[str, float] | None:
+    """Headless Chromium on the dashboard: time to the first rendered topic table and chart,
+    and to the result of a search typed into it. None without Playwright or Chromium."""
+    chromium = "/usr/bin/chromium"
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        return None
+    if not Path(chromium).exists():
+        return None
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=chromium, headless=True,
+                                           args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        page = await browser.new_page(viewport={"width": 1280, "height": 900})
+        started = time.monotonic()
+        await page.goto(f"http://127.0.0.1:{port}/")
+        await page.wait_for_selector("#topic-rows tr[data-topic]", timeout=60_000)
+        await page.wait_for_selector("#chart svg rect", timeout=60_000)
+        first_render = time.monotonic() - started
+        started = time.monotonic()
+        await page.fill("#topic-search", topic)
+        await page.wait_for_selector(f'#topic-rows tr[data-topic="{topic}"]', timeout=60_000)
+        search = time.monotonic() - started
+        await browser.close()
+    return {"first_render_ms": first_render * 1000, "search_result_ms": search * 1000}
 
 
 def analytics_seconds(redis_url: str) -> float | None:
@@ -395,6 +425,8 @@ def main() -> None:
         results["views"] = {"cluster_uncached_ms": cluster_ms[0], "cluster_cached_ms": sorted(cluster_ms[1:])[2],
                             "cluster_bytes": len(body)}
         slow["views"] = probe.slowest()
+        results["dashboard"] = asyncio.run(dashboard_timings(reader, f"T{n_topics - 1}"))
+        print(f"dashboard: {results['dashboard']}")
         print("scripts alone at fleet size:")
         results["scripts_alone_ms"] = asyncio.run(isolated_scripts(rs.url, by_group))
         if not args.no_analytics and not q:
@@ -432,6 +464,10 @@ def main() -> None:
     for phase, entries in slow.items():
         if entries:
             summary.append(row(f"longest script under load, {phase}", entries[0]["ms"], "ms", entries[0]["script"]))
+    if results.get("dashboard"):
+        summary.append(row("dashboard: first render (headless Chromium)", results["dashboard"]["first_render_ms"], "ms"))
+        summary.append(row("dashboard: a search's result", results["dashboard"]["search_result_ms"], "ms",
+                           "debounce 150 ms included"))
     if results.get("analytics_all_seconds") is not None:
         summary.append(row("analytics `all` job (built-in reader)", results["analytics_all_seconds"], "s"))
     write_result(args.out, "fleet", {"groups": groups, "topics": n_topics, "big": big, "seconds": seconds,
