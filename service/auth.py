@@ -27,17 +27,28 @@ class TokenFileError(ValueError):
     pass
 
 
-def parse_tokens(text: str) -> list[tuple[str, str]]:
-    tokens = []
+def parse_credentials(text: str) -> tuple[list[tuple[str, str]], dict[str, tuple[str, str]]]:
+    """Bearer tokens (``<role> <token>``, for HTTP) and key pairs (``<role> <accessKey>
+    <secretKey>``, for RocketMQ's signed requests): [(role, token)], {accessKey: (role, secretKey)}."""
+    tokens: list[tuple[str, str]] = []
+    keys: dict[str, tuple[str, str]] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         parts = line.split()
-        if len(parts) != 2 or parts[0] not in ROLES:
-            raise TokenFileError(f"line {number}: expected '<broker|admin> <token>'")
-        tokens.append((parts[0], parts[1]))
-    return tokens
+        if len(parts) not in (2, 3) or parts[0] not in ROLES:
+            raise TokenFileError(f"line {number}: expected '<broker|admin> <token>' or "
+                                 "'<broker|admin> <accessKey> <secretKey>'")
+        if len(parts) == 2:
+            tokens.append((parts[0], parts[1]))
+        else:
+            keys[parts[1]] = (parts[0], parts[2])
+    return tokens, keys
+
+
+def parse_tokens(text: str) -> list[tuple[str, str]]:
+    return parse_credentials(text)[0]
 
 
 @dataclass
@@ -45,6 +56,7 @@ class TokenFile:
     path: str
     check_every: float = 1.0
     tokens: list[tuple[str, str]] = field(default_factory=list)
+    keys: dict[str, tuple[str, str]] = field(default_factory=dict)  # accessKey -> (role, secretKey)
     _stamp: tuple[float, int, int] | None = None
     _checked: float = float("-inf")
 
@@ -60,12 +72,12 @@ class TokenFile:
             if stamp == self._stamp:
                 return
             with open(self.path, encoding="utf-8") as f:
-                self.tokens = parse_tokens(f.read())
+                self.tokens, self.keys = parse_credentials(f.read())
             self._stamp = stamp
-            log.info("auth tokens loaded from %s: %d tokens", self.path, len(self.tokens))
+            log.info("auth tokens loaded from %s: %d tokens, %d key pairs", self.path, len(self.tokens), len(self.keys))
         except (OSError, TokenFileError) as exc:
             # fail closed: an unreadable or broken file admits nobody until it is fixed
-            self.tokens, self._stamp = [], None
+            self.tokens, self.keys, self._stamp = [], {}, None
             log.error("auth tokens file %s unusable (%s): every protected request is refused", self.path, exc)
 
     def role_of(self, token: str) -> str | None:
@@ -77,6 +89,12 @@ class TokenFile:
             if hmac.compare_digest(presented, known.encode()) and found != ADMIN:
                 found = role
         return found
+
+
+    def key(self, access_key: str) -> tuple[str, str] | None:
+        """(role, secretKey) of an access key, or None."""
+        self.refresh()
+        return self.keys.get(access_key)
 
 
 def allowed(role: str | None, required: str, reads: str) -> bool:

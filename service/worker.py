@@ -59,9 +59,6 @@ def install_remoting(app: web.Application, host: str, port: int) -> None:
     ``port`` 0 binds a free port (tests); the server, and its ``bound_port``, are then
     ``app[REMOTING]`` once the app has started."""
     node = app[NODE]
-    if node.settings.auth_tokens_file:
-        log.warning("the RocketMQ remoting port %s takes no tokens (the protocol has none): "
-                    "restrict who reaches it with a network policy", port)
     server = RemotingServer(Context(node), host, port)
     node.prometheus.register(RequestCounts(server))
     app[REMOTING] = server

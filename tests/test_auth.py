@@ -11,7 +11,7 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from service.auth import TokenFile, parse_tokens, TokenFileError
+from service.auth import TokenFile, TokenFileError, parse_credentials, parse_tokens
 from tests.builders import identity, registration
 from tests.calls import register
 from tests.tables import snapshot
@@ -141,9 +141,14 @@ async def test_unreadable_tokens_file_refuses_everyone(make_client, tmp_path: Pa
 
 def test_token_file_lines_are_role_and_token() -> None:
     assert parse_tokens("# c\nbroker x\n admin  y # z\n") == [("broker", "x"), ("admin", "y")]
-    for bad in ("reader x", "admin", "admin x y"):
+    for bad in ("reader x", "admin", "admin x y z", "reader ak sk"):
         with pytest.raises(TokenFileError):
             parse_tokens(bad)
+
+
+def test_token_file_lines_with_three_fields_are_key_pairs() -> None:
+    tokens, keys = parse_credentials("broker t1\nbroker bk bs\nadmin ak as # for mqadmin\n")
+    assert tokens == [("broker", "t1")] and keys == {"bk": ("broker", "bs"), "ak": ("admin", "as")}
 
 
 def test_broken_token_file_fails_closed(tmp_path: Path) -> None:

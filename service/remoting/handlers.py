@@ -39,7 +39,8 @@ from service.models import (
 )
 from service.node import Node
 from service.registry import Registry
-from service.remoting import bodies, codes
+from service.auth import TokenFile
+from service.remoting import acl, bodies, codes
 from service.remoting.codec import Command, response_to
 from service.store import NotReplicated, Store, StoreRefusing, StoreUnavailable
 
@@ -84,6 +85,8 @@ class Context:
         self.store: Store = node.store
         self.cache: ReadCache = node.cache
         self.settings: Settings = node.settings
+        # with authentication on, every request is checked against the file's key pairs
+        self.keys = TokenFile(node.settings.auth_tokens_file) if node.settings.auth_tokens_file else None
 
 
 Handler = Callable[[Context, Command], Awaitable[Command]]
@@ -471,6 +474,10 @@ HANDLERS: dict[int, Handler] = {
 
 async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
     """The answer to one request; never raises (a failed request must not end the connection)."""
+    if ctx.keys is not None:
+        refused = acl.refusal(ctx.keys, ctx.settings.auth_reads, cmd)
+        if refused is not None:
+            return fail(cmd, codes.SYSTEM_ERROR, refused)
     handler = HANDLERS.get(cmd.code)
     if handler is None:
         return fail(cmd, codes.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")

@@ -10,7 +10,10 @@ const RemotingCommand = require('ali-ons/lib/protocol/command/remoting_command')
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 
 async function connect(nameSrv, responseTimeout = 5000) {
-  const api = new MQClientAPI({ nameSrv, httpclient, logger: quiet, responseTimeout });
+  // RMQ_JS_ACCESS_KEY / RMQ_JS_SECRET_KEY: ali-ons then signs every request (RocketMQ ACL)
+  const credentials = process.env.RMQ_JS_ACCESS_KEY
+    ? { accessKey: process.env.RMQ_JS_ACCESS_KEY, secretKey: process.env.RMQ_JS_SECRET_KEY } : {};
+  const api = new MQClientAPI({ nameSrv, httpclient, logger: quiet, responseTimeout, ...credentials });
   api.on('error', () => {}); // a closed channel is reported by the callers' results
   await api.ready();
   return api;

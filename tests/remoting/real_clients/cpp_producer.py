@@ -1,6 +1,6 @@
 """Runs the RocketMQ C++ client's producer (pip rocketmq==0.4.4) once; run as a subprocess.
 
-    python cpp_producer.py <namesrv host:port> <topic> <send timeout ms>
+    python cpp_producer.py <namesrv host:port> <topic> <send timeout ms> [<accessKey> <secretKey>]
 
 Starts a producer on the NameServer address, sends one message to the topic with send_sync,
 shuts down, and prints one JSON line: {"sent": true, "status": ...} or {"sent": false, "error": ...}.
@@ -20,6 +20,8 @@ def main() -> None:
     namesrv, topic, timeout_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
     producer = Producer("PID-rmq-registry-test", timeout=timeout_ms)
     producer.set_namesrv_addr(namesrv)
+    if len(sys.argv) > 5:  # the client then signs its requests (RocketMQ ACL)
+        producer.set_session_credentials(sys.argv[4], sys.argv[5], "ALIYUN")
     producer.start()
     msg = Message(topic)
     msg.set_keys("k1")

@@ -118,9 +118,11 @@ class JsSession:
             await asyncio.wait_for(self.proc.wait(), 10)
 
 
-async def run_node(script: str, *args: str, timeout: float = 20) -> tuple[int, str, str]:
+async def run_node(script: str, *args: str, timeout: float = 20,
+                   env: dict[str, str] | None = None) -> tuple[int, str, str]:
     node = need_node()
     proc = await asyncio.create_subprocess_exec(node, str(JS_DIR / script), *args, cwd=JS_DIR,
+                                                env={**os.environ, **(env or {})},
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
@@ -145,6 +147,7 @@ class Seen:
     ext: dict[str, str]
     serialize: int
     body: bytes = b""
+    remark: str | None = None
 
 
 async def _read_frames(reader: asyncio.StreamReader, writer: asyncio.StreamWriter | None,
@@ -158,7 +161,7 @@ async def _read_frames(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
             with contextlib.suppress(codec.FrameError, ValueError):
                 cmd = codec.decode_payload(payload)
                 seen.append(Seen(direction, cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag,
-                                 dict(cmd.ext_fields), cmd.serialize_type, cmd.body))
+                                 dict(cmd.ext_fields), cmd.serialize_type, cmd.body, cmd.remark))
             if writer is not None:
                 writer.write(prefix + payload)
                 await writer.drain()

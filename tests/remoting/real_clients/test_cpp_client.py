@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from service.http.context import REGISTRY, SETTINGS
+from service.models import RegisterRequest, validated
 from service.remoting import codes, fastjson
 from tests.builders import registration
 from tests.calls import register as http_register
@@ -27,10 +29,12 @@ SEND_TIMEOUT_MS = 1000
 SEND_MESSAGE, SEND_MESSAGE_V2 = 10, 310  # RocketMQ RequestCode
 
 
-async def run_producer(namesrv_port: int, topic: str, home: Path, limit_s: float = 60) -> dict:
+async def run_producer(namesrv_port: int, topic: str, home: Path, limit_s: float = 60,
+                       credentials: tuple[str, str] | None = None) -> dict:
     """cpp_producer.py in a subprocess, killed if it outlives `limit_s` (the C++ client retries)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, str(HERE / "cpp_producer.py"), f"127.0.0.1:{namesrv_port}", topic, str(SEND_TIMEOUT_MS),
+        *(credentials or ()),
         env=cpp_env(home), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), limit_s)
@@ -96,3 +100,26 @@ async def test_cpp_producer_unknown_topic_gets_17(worker: Worker, tmp_path: Path
     assert {s.ext.get("topic") for s in asked} <= {"NoSuchTopic", "TBW102"}
     assert not result["sent"] and "route" in result["error"].lower(), result
 
+
+
+@pytest.mark.parametrize("secret, allowed", [("reader-secret", True), ("wrong-secret", False)])
+async def test_cpp_producer_with_session_credentials_is_checked_by_the_acl(
+        make_worker, tmp_path: Path, secret: str, allowed: bool) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("broker cppkey reader-secret\n")
+    worker: Worker = await make_worker(auth_tokens_file=str(tokens), auth_reads="token")
+    proxy = RecordingProxy(worker.port)
+    proxy_port = await proxy.start()
+    try:
+        await worker.app[REGISTRY].register(validated(RegisterRequest, registration(
+            addr="127.0.0.1:1", name="broker-cpp", topics=["AclTopic"]), worker.app[SETTINGS]))
+        await run_producer(proxy_port, "AclTopic", tmp_path / "home", limit_s=30, credentials=("cppkey", secret))
+    finally:
+        await proxy.stop()
+    asked = proxy.requests(codes.GET_ROUTEINFO_BY_TOPIC)
+    assert asked and all(a.ext.get("AccessKey") == "cppkey" and a.ext.get("Signature") for a in asked), asked[:1]
+    answer = proxy.answers_to(asked[0])[0]
+    if allowed:
+        assert answer.code == codes.SUCCESS
+    else:
+        assert answer.code == codes.SYSTEM_ERROR and answer.remark.startswith("Check signature failed for accessKey=cppkey")

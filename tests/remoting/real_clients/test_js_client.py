@@ -8,9 +8,12 @@ redis-server; the node processes are driven without blocking the worker's event 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from service.http.context import REGISTRY, SETTINGS
+from service.models import RegisterRequest, validated
 from service.remoting import codes, fastjson
 from tests.builders import registration
 from tests.calls import register as http_register
@@ -36,9 +39,9 @@ async def js(worker: Worker):
     await session.exit()
 
 
-async def js_route_script(port: int, topic: str) -> dict:
+async def js_route_script(port: int, topic: str, env: dict[str, str] | None = None) -> dict:
     """route.js: ali-ons's own MQClientAPI.getDefaultTopicRouteInfoFromNameServer, in its own process."""
-    rc, out, err = await run_node("route.js", f"127.0.0.1:{port}", topic)
+    rc, out, err = await run_node("route.js", f"127.0.0.1:{port}", topic, env=env)
     doc = json.loads(out.strip().splitlines()[-1]) if out.strip() else {"stderr": err}
     if rc == 2:
         return {"missing": doc}
@@ -166,3 +169,18 @@ async def test_what_ali_ons_sends_and_gets(worker: Worker) -> None:
     for s in sent:
         [answer] = proxy.answers_to(s)
         assert (answer.code, answer.language, answer.version, answer.flag, answer.serialize) == (0, "JAVA", 479, 1, 0)
+
+
+@pytest.mark.parametrize("secret, allowed", [("js-secret", True), ("wrong-secret", False)])
+async def test_ali_ons_with_an_access_key_is_checked_by_the_acl(
+        make_worker, tmp_path: Path, secret: str, allowed: bool) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("broker jskey js-secret\n")
+    worker: Worker = await make_worker(auth_tokens_file=str(tokens), auth_reads="token")
+    await worker.app[REGISTRY].register(validated(RegisterRequest, registration(topics=["AclTopic"]),
+                                                  worker.app[SETTINGS]))
+    got = await js_route_script(worker.port, "AclTopic", env={"RMQ_JS_ACCESS_KEY": "jskey", "RMQ_JS_SECRET_KEY": secret})
+    if allowed:
+        assert [q["brokerName"] for q in got["queueDatas"]] == ["broker-a"]
+    else:
+        assert "missing" in got and "Check signature failed for accessKey=jskey" in json.dumps(got), got
