@@ -335,3 +335,20 @@ async def test_the_topic_table_pages_through_the_server_and_search_finds_a_later
     await wait_text(page, "#topic-caption", "10 of 450 topics match")
     assert await page.locator('#topic-rows tr[data-topic="Big-0449"]').count() == 1
     assert not page.errors
+
+
+async def test_the_page_says_when_it_shows_data_from_memory_while_redis_is_down(
+        worker_factory: Any, browser: Any, redis_server: Any) -> None:
+    worker: Worker = await worker_factory()
+    await seed(worker)
+    page = await open_page(browser, worker.url)
+    await loaded(page)
+    redis_server.stop()
+    try:
+        await page.wait_for_selector('#status[data-state="stale"]', timeout=WAIT_MS)
+        assert "from the registry's memory" in await text(page, "#status-text")
+        # the clusters it knew are still shown
+        assert await text(page, "#count-clusters") == str(expected_summary()["clusters"])
+    finally:
+        redis_server.start()
+    await page.wait_for_selector('#status[data-state="ok"]', timeout=WAIT_MS)

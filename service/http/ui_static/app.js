@@ -20,6 +20,7 @@
     summary: null,      // one page of topics: {topics: [...], nextCursor, total, orderTopics}
     pages: [],          // cursors of the pages before the one shown (for "Previous")
     cursor: "",         // the shown page's cursor ("" for the first)
+    staleMs: null,      // age of the oldest answer served from memory in this refresh (?stale)
     livePaged: false,   // the last /v1/brokers/live answer came in several pages
     summaryUrl: null,   // the URL `summary` came from
     lastOk: null,       // Date of the last complete refresh
@@ -99,6 +100,9 @@
     const timer = setTimeout(() => ctl.abort(), FETCH_TIMEOUT_MS);
     try {
       const resp = await fetch(url, { headers: headers(state.etags[url]), cache: "no-store", signal: ctl.signal });
+      // present only on an answer served from a worker's memory while Redis is unreachable
+      const age = resp.headers.get("X-Registry-Age-Ms");
+      if (age !== null) state.staleMs = Math.max(state.staleMs || 0, Number(age));
       if (resp.status === 304) return null;
       let body = null;
       try { body = await resp.json(); } catch (e) { body = null; }
@@ -192,7 +196,8 @@
   }
 
   async function refresh() {
-    const results = await Promise.allSettled([getJson("/v1/cluster"), getLive(), getSummary()]);
+    state.staleMs = null;
+    const results = await Promise.allSettled([getJson("/v1/cluster?stale"), getLive(), getSummary()]);
     const failure = results.find((r) => r.status === "rejected");
     const [cluster, live, summary] = results.map((r) => (r.status === "fulfilled" ? r.value : null));
     if (live) { state.live = live; state.liveAt = performance.now(); }
@@ -215,6 +220,9 @@
         setStatus("auth", "A token is required to read this registry: enter one above");
       } else if (e instanceof HttpError && e.status === 403) {
         setStatus("auth", "The token was refused for reads");
+      } else if (e instanceof HttpError && e.status === 503 && state.staleMs !== null) {
+        setStatus("stale", "Store (Redis) unavailable" + since + ": showing cluster data as of " +
+          seconds(state.staleMs) + " ago, from the registry's memory");
       } else if (e instanceof HttpError && e.status === 503) {
         setStatus("down", "Registry reachable, but its store (Redis) is unavailable" + since);
       } else if (e instanceof HttpError) {
