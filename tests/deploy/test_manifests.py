@@ -105,8 +105,8 @@ def test_manifest_valid_against_openapi_schema(path: Path, version: str):
     docs = load(path)
     assert docs, f"{path} is empty"
     for doc in docs:
-        if doc.get("kind") == "CronJob" and path.parent == VARIANT:
-            continue  # a strategic-merge patch, validated once merged (test_kustomize_build)
+        if (doc.get("kind") == "CronJob" and path.parent == VARIANT) or path.name.endswith("-patch.yaml"):
+            continue  # a strategic-merge patch, validated once merged (test_kustomize_build and the variants' tests)
         kubernetes_validate.validate(doc, version, strict=True)
 
 
@@ -468,3 +468,53 @@ def test_only_labelled_clients_reach_the_registry():
     assert not _admitted(policy, {"rmq-registry/client": "false"}, same_namespace=False)
     redis = pod_template(one("StatefulSet", "redis"))["metadata"]["labels"]
     assert not _admitted(policy, redis)
+
+
+# ------------------------------------------------------------------------- redis-sentinel variant
+SENTINEL_VARIANT = K8S / "variants" / "redis-sentinel"
+
+
+def render_with(component: Path, tmp_path: Path) -> list[dict]:
+    cmd = _kustomize()
+    if cmd is None:
+        pytest.skip("neither kustomize nor kubectl on PATH")
+    rel = os.path.relpath(K8S, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"namespace: {NAMESPACE}\nresources:\n  - {rel}\ncomponents:\n  - {os.path.relpath(component, tmp_path)}\n")
+    out = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def test_the_sentinel_component_lists_every_file_of_its_folder() -> None:
+    comp = yaml.safe_load((SENTINEL_VARIANT / "kustomization.yaml").read_text())
+    assert comp["kind"] == "Component"
+    listed = set(comp["resources"]) | {p["path"] for p in comp["patches"]}
+    assert listed == {p.name for p in SENTINEL_VARIANT.glob("*.y*ml") if p.name not in KUSTOMIZE_FILES}
+
+
+def test_the_sentinel_variant_renders_valid_and_wired(tmp_path: Path) -> None:
+    docs = render_with(SENTINEL_VARIANT, tmp_path)
+    for d in docs:
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(d, version, strict=True)
+    redis = one("StatefulSet", "redis", docs=docs)
+    pod = pod_template(redis)["spec"]
+    assert redis["spec"]["replicas"] == 3
+    assert {c["name"] for c in pod["containers"]} == {"redis", "sentinel"}
+    assert pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    script = one("ConfigMap", "redis-sentinel-scripts", docs=docs)["data"]["configure.sh"]
+    assert "sentinel monitor rmq ${primary} 6379 2" in script  # quorum 2 of 3
+    assert "get-master-addr-by-name rmq" in script  # a restarted pod asks who is primary now
+    pdb = one("PodDisruptionBudget", "redis", docs=docs)
+    assert pdb["spec"]["maxUnavailable"] == 1 and selects(pdb["spec"]["selector"], pod_template(redis)["metadata"]["labels"])
+    sentinel = one("Service", "redis-sentinel", docs=docs)
+    assert sentinel["spec"]["ports"][0]["port"] == 26379
+    assert selects({"matchLabels": sentinel["spec"]["selector"]}, pod_template(redis)["metadata"]["labels"])
+    worker = env_of(pod_template(one("Deployment", "rmq-registry", docs=docs))["spec"]["containers"][0])
+    assert worker["REDIS_URL"]["value"].startswith("redis+sentinel://:$(REDIS_PASSWORD)@redis-sentinel:26379/rmq/")
+    assert worker["RMQ_REDIS_MIN_REPLICAS"]["value"] == "1"
+    policy = one("NetworkPolicy", "redis", docs=docs)["spec"]["ingress"][0]
+    assert {p["port"] for p in policy["ports"]} == {"redis", "sentinel"}
+    assert {"rmq-registry", "redis"} <= {f["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for f in policy["from"]}
