@@ -48,7 +48,7 @@ class RouteTally:
 
 class RequestTally:
     def __init__(self) -> None:
-        # by (method, route label); service.observe takes each route's slot once, when the
+        # by (method, route label); service.http.observe takes each route's slot once, when the
         # route is added, so a request costs no label string, tuple key or lookup here
         self.by_label: dict[tuple[str, str], RouteTally] = {}
         self.latencies: dict[str, Latency] = {}
