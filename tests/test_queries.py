@@ -90,3 +90,16 @@ async def test_unit_flags_come_from_the_first_queue_data_by_broker_name(client: 
     await register(client, registration(addr="10.0.0.2:10911", name="b", topics={"T": topic_config("T", sys_flag=0)}))
     await register(client, registration(addr="10.0.0.1:10911", name="a", topics={"T": topic_config("T", sys_flag=1)}))
     assert (await (await client.get("/v1/topics/unit")).json())["topicList"] == ["T"]
+
+
+async def test_topic_lists_read_in_many_slices_are_whole(client: TestClient, monkeypatch) -> None:
+    from service.registry import Registry
+
+    monkeypatch.setattr(Registry, "LIST_SLICES", {"all": 3, "cluster": 1})
+    monkeypatch.setattr(Registry, "LIST_SLICE_DEFAULT", 2)
+    await register(client, registration(topics={f"T{i}": topic_config(f"T{i}", sys_flag=i % 2) for i in range(10)}))
+    await register(client, registration(addr="10.0.1.1:10911", name="broker-b", topics=["T3", "Other"]))
+    everything = sorted([f"T{i}" for i in range(10)] + ["Other"])
+    assert (await (await client.get("/v1/topics")).json())["topicList"] == everything
+    assert (await (await client.get("/v1/clusters/DefaultCluster/topics")).json())["topicList"] == everything
+    assert (await (await client.get("/v1/topics/unit")).json())["topicList"] == sorted(f"T{i}" for i in range(1, 10, 2))

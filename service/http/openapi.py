@@ -139,7 +139,7 @@ def _parameters(path: str) -> list[dict[str, Any]]:
 
 
 # path -> (default limit, largest limit, what a page counts)
-_PAGED = {"/v1/topics/summary": (500, 5000, "topics"), "/v1/brokers/live": (500, 2000, "broker groups")}
+_PAGED = {"/v1/topics/summary": (200, 300, "topics"), "/v1/brokers/live": (500, 1000, "broker groups")}
 _STALE_READS = {"/v1/routes/{topic}", "/v1/cluster", "/v1/topics", "/v1/topics/system", "/v1/topics/unit",
                 "/v1/topics/unit-sub", "/v1/topics/unit-sub-without-unit", "/v1/clusters/{clusterName}/topics"}
 

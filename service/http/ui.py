@@ -146,8 +146,8 @@ async def run_script(app: web.Application, name: str, args: list[str | int] | No
 
 # Page sizes: a page is one Lua call whose cost follows its size (no call runs long at
 # 300 broker groups and 100,000 topics); a request without `limit` gets the default.
-SUMMARY_LIMIT, SUMMARY_MAX = 500, 5000
-LIVE_LIMIT, LIVE_MAX = 500, 2000
+SUMMARY_LIMIT, SUMMARY_MAX = 200, 300
+LIVE_LIMIT, LIVE_MAX = 500, 1000
 
 
 def page_params(request: web.Request, default: int, most: int) -> tuple[str, int]:
