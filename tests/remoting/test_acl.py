@@ -178,6 +178,8 @@ async def test_reads_are_open_or_signed_as_rmq_auth_reads_says(secured: Any) -> 
             assert (await strict.call(signed(cmd, *key))).code == codes.SUCCESS, (cmd.code, key)
     wrong = await strict.call(signed(route("TopicTest"), "bk", "wrong-secret"))
     assert wrong.remark == REFUSED + "Check signature failed for accessKey=bk"
+    # a route answered (and cached) for a signed request is no answer for an unsigned one
+    assert (await strict.call(route("TopicTest"))).code == codes.SYSTEM_ERROR
 
 
 async def test_an_unreadable_tokens_file_refuses_every_signed_request(secured: Any, tmp_path: Path,
