@@ -2,9 +2,11 @@
 them its own way (service.http.observe for bearer tokens).
 
 The file (RMQ_AUTH_TOKENS_FILE, a mounted Secret in Kubernetes) has one
-``<role> <token>`` per line and ``#`` comments. Roles: ``broker`` may register,
-heartbeat, query its data version and unregister; ``admin`` may do everything.
-Reads of routes, cluster and topics are open or need any valid token (RMQ_AUTH_READS).
+``<role> <token>`` (an HTTP bearer token) or ``<role> <accessKey> <secretKey>`` (a key
+pair for RocketMQ's signed requests, checked in service.remoting.acl) per line, and ``#``
+comments. Roles: ``broker`` may register, heartbeat, query its data version and
+unregister; ``admin`` may do everything. Reads of routes, cluster and topics are open or
+need any valid credential (RMQ_AUTH_READS).
 """
 
 from __future__ import annotations
@@ -89,7 +91,6 @@ class TokenFile:
             if hmac.compare_digest(presented, known.encode()) and found != ADMIN:
                 found = role
         return found
-
 
     def key(self, access_key: str) -> tuple[str, str] | None:
         """(role, secretKey) of an access key, or None."""

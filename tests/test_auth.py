@@ -160,6 +160,19 @@ def test_broken_token_file_fails_closed(tmp_path: Path) -> None:
     assert tokens.role_of("good") is None
 
 
+def test_key_pairs_are_re_read_on_change_and_fail_closed(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text("broker bk old-secret\n")
+    keys = TokenFile(str(path), check_every=0)
+    assert keys.key("bk") == ("broker", "old-secret")
+    path.write_text("admin bk rotated-secret-of-another-length\n")
+    assert keys.key("bk") == ("admin", "rotated-secret-of-another-length")
+    path.write_text("admin bk one two three\n")
+    assert keys.key("bk") is None
+    path.unlink()
+    assert keys.key("bk") is None
+
+
 async def test_redis_with_a_password_is_reached_through_the_url(aiohttp_client) -> None:
     from service.worker import create_app
     from service.config import Settings

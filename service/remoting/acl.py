@@ -2,11 +2,16 @@
 
 A signing client (the Java client's AclClientRPCHook, ali-ons with accessKey/secretKey,
 the C++ client's session credentials) adds the ext fields ``AccessKey``, ``Signature``
-(and ``SecurityToken`` when it has one, and whatever else it signs, e.g. the C++
-client's ``OnsChannel``). The signature is Base64(HmacSHA1(secretKey, the values of every
-other ext field in field-name order, then the body)), as RocketMQ's AclUtils computes it
-and its PlainAccessValidator checks it. A refusal is answered as RocketMQ answers a failed
-ACL check from its RPC hook: SYSTEM_ERROR, the check's message as the remark.
+(and ``SecurityToken`` when it has one, and whatever else it signs, e.g. ali-ons' and the
+C++ client's ``OnsChannel``). The signature is Base64(HmacSHA1(secretKey, the UTF-8 bytes
+of the values of every other ext field in field-name order, then the body)), as RocketMQ's
+AclUtils/AclSigner compute it and its PlainAccessValidator checks it.
+
+A refusal is answered as a RocketMQ broker with the plain ACL (4.x to 5.2) answers one:
+its RPC hook throws an AclException, and the remoting layer answers any exception from a
+hook with SYSTEM_ERROR (1) and the exception as the remark
+(``org.apache.rocketmq.acl.common.AclException: <message>``; RocketMQ appends the throwing
+stack frame, which we leave out). The messages are PlainPermissionManager's.
 """
 
 from __future__ import annotations
@@ -40,26 +45,39 @@ def required(code: int) -> str:
     return auth.ADMIN
 
 
+def _java_order(item: tuple[str, str]) -> bytes:
+    # a TreeMap<String, ...> orders by UTF-16 code unit, which differs from code point order
+    # only past U+FFFF; UTF-16-BE bytes compare in code unit order
+    return item[0].encode("utf-16-be")
+
+
 def signature(secret_key: str, ext_fields: dict[str, str], body: bytes) -> str:
-    content = "".join(v for k, v in sorted(ext_fields.items()) if k != SIGNATURE).encode() + (body or b"")
+    """Base64(HmacSHA1(secretKey, values of all ext fields but Signature, by name, then the body))."""
+    content = "".join(v for k, v in sorted(ext_fields.items(), key=_java_order) if k != SIGNATURE)
+    content = content.encode("utf-8") + (body or b"")
     return base64.b64encode(hmac.new(secret_key.encode(), content, hashlib.sha1).digest()).decode()
 
 
+# e.toString() of the exception RocketMQ's ACL throws: the start of every refusal's remark
+ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
+
+
 def refusal(keys: auth.TokenFile, reads: str, cmd: Command) -> str | None:
-    """Why `cmd` is refused, or None when it may go on."""
+    """The remark refusing `cmd`, or None when it may go on (checked in PlainPermissionManager's order)."""
     need = required(cmd.code)
     if need == auth.READ and reads == "open":
         return None
     access_key = cmd.ext_fields.get(ACCESS_KEY)
-    presented = cmd.ext_fields.get(SIGNATURE)
-    if not access_key or not presented:
-        return "No accessKey is configured: sign requests with an access key and secret key"
+    if access_key is None:
+        return ACL_EXCEPTION + "No accessKey is configured"
     known = keys.key(access_key)
     if known is None:
-        return f"No acl config for {access_key}"
+        return ACL_EXCEPTION + f"No acl config for {access_key}"
     role, secret = known
+    presented = cmd.ext_fields.get(SIGNATURE, "")
     if not hmac.compare_digest(signature(secret, cmd.ext_fields, cmd.body).encode(), presented.encode()):
-        return f"Check signature failed for accessKey={access_key}"
+        return ACL_EXCEPTION + f"Check signature failed for accessKey={access_key}"
     if not auth.allowed(role, need, reads):
-        return f"No permission: accessKey={access_key} ({role}) may not {codes.NAMES.get(cmd.code, cmd.code)}"
+        # only admin requests can be out of a valid key's reach (broker and read requests take any role)
+        return ACL_EXCEPTION + f"Need admin permission for request code={cmd.code}, but accessKey={access_key} is not"
     return None

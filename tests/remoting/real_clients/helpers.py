@@ -51,11 +51,13 @@ class JsSession:
         self.addr = addr
 
     @classmethod
-    async def start(cls, port: int, host: str = "127.0.0.1", timeout: float = 20) -> "JsSession":
+    async def start(cls, port: int, host: str = "127.0.0.1", timeout: float = 20,
+                    env: dict[str, str] | None = None) -> "JsSession":
+        """`env` RMQ_JS_ACCESS_KEY / RMQ_JS_SECRET_KEY: ali-ons signs every request (lib.js)."""
         node = need_node()
         addr = f"{host}:{port}"
         proc = await asyncio.create_subprocess_exec(
-            node, str(JS_DIR / "session.js"), addr, cwd=JS_DIR,
+            node, str(JS_DIR / "session.js"), addr, cwd=JS_DIR, env={**os.environ, **(env or {})},
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         session = cls(proc, addr)
         ready = await session._line(timeout)

@@ -18,7 +18,7 @@ import pytest
 
 from service.http.context import REGISTRY, SETTINGS
 from service.models import RegisterRequest, validated
-from service.remoting import codes, fastjson
+from service.remoting import acl, codes, fastjson
 from tests.builders import registration
 from tests.calls import register as http_register
 from tests.remoting.conftest import Worker
@@ -113,13 +113,20 @@ async def test_cpp_producer_with_session_credentials_is_checked_by_the_acl(
     try:
         await worker.app[REGISTRY].register(validated(RegisterRequest, registration(
             addr="127.0.0.1:1", name="broker-cpp", topics=["AclTopic"]), worker.app[SETTINGS]))
-        await run_producer(proxy_port, "AclTopic", tmp_path / "home", limit_s=30, credentials=("cppkey", secret))
+        result = await run_producer(proxy_port, "AclTopic", tmp_path / "home", limit_s=30,
+                                    credentials=("cppkey", secret))
     finally:
         await proxy.stop()
     asked = proxy.requests(codes.GET_ROUTEINFO_BY_TOPIC)
     assert asked and all(a.ext.get("AccessKey") == "cppkey" and a.ext.get("Signature") for a in asked), asked[:1]
+    # the C++ client signs as the Java client does, with its channel ("OnsChannel") among the signed fields
+    assert all(a.ext.get("OnsChannel") == "ALIYUN" and a.ext["Signature"] == acl.signature(secret, a.ext, a.body)
+               for a in asked), asked[:1]
     answer = proxy.answers_to(asked[0])[0]
     if allowed:
         assert answer.code == codes.SUCCESS
+        assert fastjson.loads(answer.body)["brokerDatas"][0]["brokerName"] == "broker-cpp"
     else:
-        assert answer.code == codes.SYSTEM_ERROR and answer.remark.startswith("Check signature failed for accessKey=cppkey")
+        assert (answer.code, answer.remark) == (
+            codes.SYSTEM_ERROR, "org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=cppkey")
+        assert not result["sent"], result

@@ -11,17 +11,19 @@ import json
 from pathlib import Path
 
 import pytest
+import redis
 
 from service.http.context import REGISTRY, SETTINGS
 from service.models import RegisterRequest, validated
-from service.remoting import codes, fastjson
+from service.remoting import acl, codes, fastjson
 from tests.builders import registration
 from tests.calls import register as http_register
 from tests.calls import route as http_route
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import identity
 from tests.remoting.real_clients.helpers import JsSession, RecordingProxy, need_node, run_node
-from tests.remoting.real_clients.js_frames import js_register
+from tests.remoting.real_clients.js_frames import js_register, register_request
+from tests.tables import snapshot
 from tests.remoting.test_interop import normal
 
 pytestmark = pytest.mark.usefixtures("consistent")
@@ -171,6 +173,9 @@ async def test_what_ali_ons_sends_and_gets(worker: Worker) -> None:
         assert (answer.code, answer.language, answer.version, answer.flag, answer.serialize) == (0, "JAVA", 479, 1, 0)
 
 
+ACL_REFUSED = "org.apache.rocketmq.acl.common.AclException: "
+
+
 @pytest.mark.parametrize("secret, allowed", [("js-secret", True), ("wrong-secret", False)])
 async def test_ali_ons_with_an_access_key_is_checked_by_the_acl(
         make_worker, tmp_path: Path, secret: str, allowed: bool) -> None:
@@ -184,3 +189,30 @@ async def test_ali_ons_with_an_access_key_is_checked_by_the_acl(
         assert [q["brokerName"] for q in got["queueDatas"]] == ["broker-a"]
     else:
         assert "missing" in got and "Check signature failed for accessKey=jskey" in json.dumps(got), got
+
+
+@pytest.mark.parametrize("secret, allowed", [("js-secret", True), ("wrong-secret", False)])
+async def test_ali_ons_signs_a_registration_with_its_body(
+        make_worker, tmp_path: Path, r: redis.Redis, secret: str, allowed: bool) -> None:
+    """A request with a body (REGISTER_BROKER), signed by ali-ons (OnsChannel among the signed fields)."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("broker jskey js-secret\n")
+    worker: Worker = await make_worker(auth_tokens_file=str(tokens))
+    proxy = RecordingProxy(worker.port)
+    session = await JsSession.start(await proxy.start(), env={"RMQ_JS_ACCESS_KEY": "jskey", "RMQ_JS_SECRET_KEY": secret})
+    try:
+        code, ext, body = register_request(registration())
+        answer = await session.call(code, ext, body)
+        registered = r.exists("{rmq}:broker:broker-a")  # before the session's close unregisters it
+    finally:
+        await session.exit()
+        await proxy.stop()
+    [sent] = proxy.requests(codes.REGISTER_BROKER)
+    assert sent.body and {"AccessKey": "jskey", "OnsChannel": "ALIYUN"}.items() <= sent.ext.items()
+    assert sent.ext["Signature"] == acl.signature(secret, sent.ext, sent.body)
+    if allowed:
+        assert answer["code"] == codes.SUCCESS and registered
+    else:
+        assert (answer["code"], answer["remark"]) == (codes.SYSTEM_ERROR,
+                                                      ACL_REFUSED + "Check signature failed for accessKey=jskey")
+        assert snapshot(r) == {}
