@@ -267,9 +267,5 @@ class Store:
             await self.load_scripts()
         return True
 
-    async def version(self) -> int:
-        raw = await self.call(self.redis.get(self.keys.version))
-        return int(raw or 0)
-
     async def close(self) -> None:
         await self.redis.aclose()
