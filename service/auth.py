@@ -4,7 +4,9 @@ them its own way (service.http.observe for bearer tokens).
 The file (RMQ_AUTH_TOKENS_FILE, a mounted Secret in Kubernetes) has one
 ``<role> <token>`` (an HTTP bearer token) or ``<role> <accessKey> <secretKey>`` (a key
 pair for RocketMQ's signed requests, checked in service.remoting.acl) per line, and ``#``
-comments. Roles: ``broker`` may register, heartbeat, query its data version and
+comments. A key pair's line may end with ``from=<pattern>`` fields (RocketMQ's
+``whiteRemoteAddress``, service.addresses' forms): the key is then accepted only from
+an address one of them matches. Roles: ``broker`` may register, heartbeat, query its data version and
 unregister; ``admin`` may do everything. Reads of routes, cluster and topics are open or
 need any valid credential (RMQ_AUTH_READS).
 """
@@ -16,6 +18,9 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from service.addresses import AddressList, PatternError
 
 log = logging.getLogger(__name__)
 
@@ -29,23 +34,37 @@ class TokenFileError(ValueError):
     pass
 
 
-def parse_credentials(text: str) -> tuple[list[tuple[str, str]], dict[str, tuple[str, str]]]:
+class KeyPair(NamedTuple):
+    role: str
+    secret: str
+    addresses: AddressList | None  # None: from any address
+
+
+FROM = "from="
+
+
+def parse_credentials(text: str) -> tuple[list[tuple[str, str]], dict[str, KeyPair]]:
     """Bearer tokens (``<role> <token>``, for HTTP) and key pairs (``<role> <accessKey>
-    <secretKey>``, for RocketMQ's signed requests): [(role, token)], {accessKey: (role, secretKey)}."""
+    <secretKey> [from=<pattern> ...]``, for RocketMQ's signed requests): [(role, token)], {accessKey: KeyPair}."""
     tokens: list[tuple[str, str]] = []
-    keys: dict[str, tuple[str, str]] = {}
+    keys: dict[str, KeyPair] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         parts = line.split()
-        if len(parts) not in (2, 3) or parts[0] not in ROLES:
+        limits = parts[3:]
+        if len(parts) < 2 or parts[0] not in ROLES or not all(p.startswith(FROM) for p in limits):
             raise TokenFileError(f"line {number}: expected '<broker|admin> <token>' or "
-                                 "'<broker|admin> <accessKey> <secretKey>'")
+                                 "'<broker|admin> <accessKey> <secretKey> [from=<address pattern> ...]'")
         if len(parts) == 2:
             tokens.append((parts[0], parts[1]))
-        else:
-            keys[parts[1]] = (parts[0], parts[2])
+            continue
+        try:
+            addresses = AddressList.parse([p[len(FROM):] for p in limits]) if limits else None
+        except PatternError as e:
+            raise TokenFileError(f"line {number}: {e}") from None
+        keys[parts[1]] = KeyPair(parts[0], parts[2], addresses)
     return tokens, keys
 
 
@@ -58,7 +77,7 @@ class TokenFile:
     path: str
     check_every: float = 1.0
     tokens: list[tuple[str, str]] = field(default_factory=list)
-    keys: dict[str, tuple[str, str]] = field(default_factory=dict)  # accessKey -> (role, secretKey)
+    keys: dict[str, KeyPair] = field(default_factory=dict)
     _stamp: tuple[float, int, int] | None = None
     _checked: float = float("-inf")
 
@@ -92,8 +111,7 @@ class TokenFile:
                 found = role
         return found
 
-    def key(self, access_key: str) -> tuple[str, str] | None:
-        """(role, secretKey) of an access key, or None."""
+    def key(self, access_key: str) -> KeyPair | None:
         self.refresh()
         return self.keys.get(access_key)
 

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from service.addresses import AddressList, PatternError
+
 
 def _bool(value: str) -> bool:
     v = value.strip().lower()
@@ -48,6 +50,10 @@ class Settings:
     cache_negative_entries: int = 10_000
     auth_tokens_file: str | None = None
     auth_reads: str = "open"
+    # RocketMQ address patterns, space-separated: unsigned broker requests and reads from them pass
+    remoting_white_addresses: str | None = None
+    # every RocketMQ connection starts with a PROXY protocol (v1 or v2) header
+    remoting_proxy_protocol: bool = False
     log_level: str = "INFO"
     log_format: str = "text"
     drain_ms: int = 0
@@ -92,6 +98,8 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_CACHE_NEGATIVE_ENTRIES": ("cache_negative_entries", int),
     "RMQ_AUTH_TOKENS_FILE": ("auth_tokens_file", str),
     "RMQ_AUTH_READS": ("auth_reads", str),
+    "RMQ_REMOTING_WHITE_ADDRESSES": ("remoting_white_addresses", str),
+    "RMQ_REMOTING_PROXY_PROTOCOL": ("remoting_proxy_protocol", _bool),
     "RMQ_LOG_LEVEL": ("log_level", str),
     "RMQ_LOG_FORMAT": ("log_format", str),
     "RMQ_DRAIN_MS": ("drain_ms", int),
@@ -120,4 +128,12 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         raise SystemExit(f"RMQ_LOG_FORMAT must be 'text' or 'json', not {settings.log_format!r}")
     if settings.auth_reads not in ("open", "token"):
         raise SystemExit(f"RMQ_AUTH_READS must be 'open' or 'token', not {settings.auth_reads!r}")
+    if settings.remoting_white_addresses is not None:
+        try:
+            AddressList.from_setting(settings.remoting_white_addresses)
+        except PatternError as e:
+            raise SystemExit(f"RMQ_REMOTING_WHITE_ADDRESSES={settings.remoting_white_addresses!r}: {e}") from None
+        if settings.auth_tokens_file is None:
+            raise SystemExit("RMQ_REMOTING_WHITE_ADDRESSES is set but RMQ_AUTH_TOKENS_FILE is not: without "
+                             "authentication every address may already do everything")
     return settings

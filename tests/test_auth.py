@@ -148,7 +148,7 @@ def test_token_file_lines_are_role_and_token() -> None:
 
 def test_token_file_lines_with_three_fields_are_key_pairs() -> None:
     tokens, keys = parse_credentials("broker t1\nbroker bk bs\nadmin ak as # for mqadmin\n")
-    assert tokens == [("broker", "t1")] and keys == {"bk": ("broker", "bs"), "ak": ("admin", "as")}
+    assert tokens == [("broker", "t1")] and keys == {"bk": ("broker", "bs", None), "ak": ("admin", "as", None)}
 
 
 def test_broken_token_file_fails_closed(tmp_path: Path) -> None:
@@ -164,9 +164,9 @@ def test_key_pairs_are_re_read_on_change_and_fail_closed(tmp_path: Path) -> None
     path = tmp_path / "tokens"
     path.write_text("broker bk old-secret\n")
     keys = TokenFile(str(path), check_every=0)
-    assert keys.key("bk") == ("broker", "old-secret")
+    assert keys.key("bk") == ("broker", "old-secret", None)
     path.write_text("admin bk rotated-secret-of-another-length\n")
-    assert keys.key("bk") == ("admin", "rotated-secret-of-another-length")
+    assert keys.key("bk") == ("admin", "rotated-secret-of-another-length", None)
     path.write_text("admin bk one two three\n")
     assert keys.key("bk") is None
     path.unlink()

@@ -21,6 +21,7 @@ import hashlib
 import hmac
 
 from service import auth
+from service.addresses import AddressList
 from service.remoting import codes
 from service.remoting.codec import Command
 
@@ -62,10 +63,22 @@ def signature(secret_key: str, ext_fields: dict[str, str], body: bytes) -> str:
 ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException: "
 
 
-def refusal(keys: auth.TokenFile, reads: str, cmd: Command) -> str | None:
-    """The remark refusing `cmd`, or None when it may go on (checked in PlainPermissionManager's order)."""
+def refusal(keys: auth.TokenFile, reads: str, cmd: Command, peer: str = "",
+            white: AddressList | None = None) -> str | None:
+    """The remark refusing `cmd` from the address `peer`, or None when it may go on
+    (checked in PlainPermissionManager's order).
+
+    ``white`` (RMQ_REMOTING_WHITE_ADDRESSES) lets a broker's requests and the reads
+    through unsigned, as RocketMQ's ``globalWhiteRemoteAddresses`` lets everything through:
+    admin requests still need a signed admin key, because one whitelisted host (a
+    broker's) must not be able to wipe write permissions, delete topics or rewrite the KV
+    config of the whole estate. A key pair limited to addresses (``from=`` in the tokens
+    file) is refused from any other; in RocketMQ a ``whiteRemoteAddress`` match instead
+    skips the signature check, and a mismatch is no refusal."""
     need = required(cmd.code)
     if need == auth.READ and reads == "open":
+        return None
+    if white is not None and need != auth.ADMIN and white.matches(peer):
         return None
     access_key = cmd.ext_fields.get(ACCESS_KEY)
     if access_key is None:
@@ -73,7 +86,9 @@ def refusal(keys: auth.TokenFile, reads: str, cmd: Command) -> str | None:
     known = keys.key(access_key)
     if known is None:
         return ACL_EXCEPTION + f"No acl config for {access_key}"
-    role, secret = known
+    role, secret, addresses = known
+    if addresses is not None and not addresses.matches(peer):
+        return ACL_EXCEPTION + f"Check white remote address failed for accessKey={access_key}: {peer} is not in {addresses}"
     presented = cmd.ext_fields.get(SIGNATURE, "")
     if not hmac.compare_digest(signature(secret, cmd.ext_fields, cmd.body).encode(), presented.encode()):
         return ACL_EXCEPTION + f"Check signature failed for accessKey={access_key}"

@@ -39,6 +39,7 @@ from service.models import (
 )
 from service.node import Node
 from service.registry import Registry
+from service.addresses import AddressList
 from service.auth import TokenFile
 from service.remoting import acl, bodies, codes
 from service.remoting.codec import Command, response_to
@@ -56,6 +57,7 @@ class Channel:
 
     id: str
     brokers: set[str] = field(default_factory=set)
+    peer: str = ""  # the client's address (the PROXY header's when there is one): whitelists check it
 
 
 # the connection a request came on; set by the server for each connection's tasks
@@ -87,6 +89,8 @@ class Context:
         self.settings: Settings = node.settings
         # with authentication on, every request is checked against the file's key pairs
         self.keys = TokenFile(node.settings.auth_tokens_file) if node.settings.auth_tokens_file else None
+        white = node.settings.remoting_white_addresses
+        self.white = AddressList.from_setting(white) if white else None
 
 
 Handler = Callable[[Context, Command], Awaitable[Command]]
@@ -475,7 +479,8 @@ HANDLERS: dict[int, Handler] = {
 async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
     """The answer to one request; never raises (a failed request must not end the connection)."""
     if ctx.keys is not None:
-        refused = acl.refusal(ctx.keys, ctx.settings.auth_reads, cmd)
+        channel = CHANNEL.get()
+        refused = acl.refusal(ctx.keys, ctx.settings.auth_reads, cmd, channel.peer if channel else "", ctx.white)
         if refused is not None:
             return fail(cmd, codes.SYSTEM_ERROR, refused)
     handler = HANDLERS.get(cmd.code)

@@ -21,7 +21,7 @@ from typing import Iterator
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from service.remoting import codec, codes
+from service.remoting import codec, codes, proxy
 from service.remoting.handlers import CHANNEL, Channel, Context, dispatch
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ class RemotingServer:
         settings = ctx.settings
         # route reads need no credentials: the cached answer may be sent straight away
         self.open_reads = settings.auth_tokens_file is None or settings.auth_reads == "open"
+        self.proxy_protocol = settings.remoting_proxy_protocol
         self.counts: Counter[tuple[int, int]] = Counter()  # (request code, response code) -> n
         self.server: asyncio.Server | None = None
         self._bound: int | None = None
@@ -104,10 +105,13 @@ class RemotingServer:
         peer = writer.get_extra_info("peername")
         in_flight: set[asyncio.Task[None]] = set()
         slots = asyncio.Semaphore(self.max_in_flight)
-        channel = Channel(f"{self._server_id}/{next(self._sequence)}")
+        channel = Channel(f"{self._server_id}/{next(self._sequence)}", peer=peer[0] if peer else "")
         CHANNEL.set(channel)  # this connection's request tasks inherit it
         closed_by_peer = True
         try:
+            if self.proxy_protocol:  # the balancer's header names the client: it is the peer from now on
+                peer = await proxy.client_address(reader, peer)
+                channel.peer = peer[0]
             while True:
                 try:
                     prefix = await reader.readexactly(4)
@@ -138,6 +142,8 @@ class RemotingServer:
                 await asyncio.wait(set(in_flight), timeout=self.request_timeout + 1)
         except codec.FrameError as e:
             log.warning("closing connection %s: %s", peer, e)
+        except proxy.ProxyHeaderError as e:
+            log.warning("closing connection %s (RMQ_REMOTING_PROXY_PROTOCOL=true): %s", peer, e)
         except asyncio.IncompleteReadError:
             log.info("connection %s closed inside a frame", peer)
         except (ConnectionError, OSError) as e:

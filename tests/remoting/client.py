@@ -34,8 +34,9 @@ class RemotingClient:
         self.writer = writer
 
     @classmethod
-    async def connect(cls, port: int, host: str = "127.0.0.1") -> "RemotingClient":
-        reader, writer = await asyncio.open_connection(host, port)
+    async def connect(cls, port: int, host: str = "127.0.0.1", source: str | None = None) -> "RemotingClient":
+        """`source`: the local address to connect from (127.0.0.x stand for other hosts)."""
+        reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0) if source else None)
         return cls(reader, writer)
 
     async def send(self, cmd: Command) -> None:

@@ -28,9 +28,9 @@ class Worker:
 def make_worker(aiohttp_client: Any, settings: Settings) -> Callable[..., Awaitable[Worker]]:
     """A worker serving HTTP and the remoting endpoint (on a free port) on the test Redis."""
 
-    async def make(**overrides: Any) -> Worker:
+    async def make(host: str = "127.0.0.1", **overrides: Any) -> Worker:
         app = create_app(settings.with_overrides(**overrides))
-        install(app, "127.0.0.1", 0)
+        install(app, host, 0)
         return Worker(app, await aiohttp_client(app))
 
     return make
