@@ -3,6 +3,14 @@
 // Requests are built with ali-ons's own RemotingCommand (JSON header, language JAVA, version 121)
 // and sent over its own Channel through MQClientAPI.invoke / invokeOneway.
 
+// RMQ_JS_LOCAL_ADDRESS: every connection is made from this address (the tests' 127.0.0.x
+// stand for other hosts); ali-ons connects through tcp-base's net.connect({...}).
+if (process.env.RMQ_JS_LOCAL_ADDRESS) {
+  const net = require('net');
+  const connect = net.connect;
+  net.connect = (options, ...rest) => connect({ ...options, localAddress: process.env.RMQ_JS_LOCAL_ADDRESS }, ...rest);
+}
+
 const httpclient = require('urllib');
 const MQClientAPI = require('ali-ons/lib/mq_client_api');
 const RemotingCommand = require('ali-ons/lib/protocol/command/remoting_command');
