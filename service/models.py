@@ -129,6 +129,7 @@ class Skipped(NamedTuple):
 # the metric's label by the TopicConfig field an error is about
 _REASONS = {"[key]": "name", "topicName": "topic_name", "readQueueNums": "queue_nums",
             "writeQueueNums": "queue_nums", "perm": "perm"}
+SKIP_REASONS = (*dict.fromkeys(_REASONS.values()), "invalid")
 
 
 def _skipped_by_error(error: ValidationError) -> dict[str, Skipped]:

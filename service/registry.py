@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 # topics a skipped-topics warning names; the count says how many more there were
 SKIPPED_NAMED = 5
+# skipped topics a registration's answer lists (skippedTopicCount says how many in all)
+SKIPPED_LISTED = 1000
 
 
 def _s(value: bytes | str) -> str:
@@ -108,7 +110,12 @@ class Registry:
             orjson.dumps(topics), orjson.dumps(req.filterServerList or []), channel, digest,
         ]
         _version, _changed, *answer = await self._change("register", args)
-        return self._answer(*answer)
+        result = self._answer(*answer)
+        if wrapper.skipped:  # the caller learns which of its topics have no route (HTTP answers them)
+            result["skippedTopics"] = [{"topic": s.topic, "reason": s.reason, "message": s.message}
+                                       for s in wrapper.skipped[:SKIPPED_LISTED]]
+            result["skippedTopicCount"] = len(wrapper.skipped)
+        return result
 
     def _report_skipped(self, req: RegisterRequest) -> None:
         """One warning per registration, however many topics it skipped, and the counter."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 import pytest
 import redis
 from aiohttp.test_utils import TestClient
@@ -110,6 +111,29 @@ async def test_a_topic_config_that_cannot_be_stored_is_skipped_and_counted(clien
     assert (await (await client.get("/v1/topics")).json())["topicList"] == ["Good"]
     assert await route(client, "Good") is not None
     assert f'rmq_skipped_topic_configs_total{{reason="{reason}"}} 1.0' in await (await client.get("/metrics")).text()
+
+
+@pytest.mark.parametrize("topic,fields,reason", SKIPPED_TOPICS.values(), ids=SKIPPED_TOPICS.keys())
+async def test_the_registration_answer_names_each_skipped_topic_and_why(client: TestClient, topic: str,
+                                                                       fields: dict | None, reason: str) -> None:
+    config = None if fields is None else {**topic_config(topic), **fields}
+    answer = await register(client, registration(topics={topic: config, "Good": topic_config("Good")}))  # type: ignore[dict-item]
+    (skipped,) = answer["skippedTopics"]
+    assert (skipped["topic"], skipped["reason"], answer["skippedTopicCount"]) == (topic, reason, 1)
+    assert skipped["message"]
+    schema = (await (await client.get("/v1/openapi.json")).json())["components"]["schemas"]["RegisterResult"]
+    jsonschema.validate(answer, schema)  # the field is in the HTTP contract
+
+
+async def test_the_answer_lists_at_most_a_thousand_skipped_topics_and_counts_them_all(client: TestClient) -> None:
+    topics = {f"W{i}": topic_config(f"W{i}", write=4096) for i in range(1001)}
+    answer = await register(client, registration(topics={**topics, "Good": topic_config("Good")}))
+    assert (len(answer["skippedTopics"]), answer["skippedTopicCount"]) == (1000, 1001)
+
+
+async def test_a_registration_that_skipped_nothing_has_no_skipped_fields(client: TestClient) -> None:
+    answer = await register(client, registration(topics=["Good"]))
+    assert "skippedTopics" not in answer and "skippedTopicCount" not in answer
 
 
 async def test_queue_count_limit_is_configurable(make_client) -> None:

@@ -16,6 +16,7 @@ from service import __version__
 from service.models import (
     ADDR_PATTERN,
     NAME_MAX,
+    SKIP_REASONS,
     TOPIC_MAX,
     HeartbeatRequest,
     KvPutRequest,
@@ -23,6 +24,7 @@ from service.models import (
     RegisterRequest,
     UnregisterRequest,
 )
+from service.registry import SKIPPED_LISTED
 
 REF = "#/components/schemas/{model}"
 
@@ -38,7 +40,13 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "Empty": {"type": "object"},
     "RegisterResult": {"type": "object", "properties": {
         "masterAddr": {"type": ["string", "null"]}, "haServerAddr": {"type": ["string", "null"]},
-        "kvTable": {"type": "object", "additionalProperties": _STR}}},
+        "kvTable": {"type": "object", "additionalProperties": _STR},
+        # only when topic configs were left out: they are not registered and have no route
+        "skippedTopics": {"type": "array", "maxItems": SKIPPED_LISTED, "items": {
+            "type": "object", "required": ["topic", "reason", "message"], "properties": {
+                "topic": _STR, "reason": {"enum": list(SKIP_REASONS)},
+                "message": _STR}}},
+        "skippedTopicCount": {"type": "integer", "minimum": 1}}},
     "DataVersionResult": {"type": "object", "properties": {
         "changed": {"type": "boolean"},
         "nameServerDataVersion": {"oneOf": [{"$ref": REF.format(model="DataVersion")}, {"type": "null"}]}}},

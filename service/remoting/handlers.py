@@ -10,7 +10,6 @@ changed by a request that is refused.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from service.addresses import AddressList
 from service.auth import TokenFile
 from service.remoting import acl, bodies, codes
 from service.remoting.codec import Command, response_to
+from service.remoting.namesrv_config import properties as namesrv_config_values
 from service.store import NotReplicated, Store, StoreRefusing, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,7 @@ class Context:
         self.keys = TokenFile(node.settings.auth_tokens_file) if node.settings.auth_tokens_file else None
         white = node.settings.remoting_white_addresses
         self.white = AddressList.from_setting(white) if white else None
+        self.listen_port = node.settings.remoting_port  # the bound one once the server listens
 
 
 Handler = Callable[[Context, Command], Awaitable[Command]]
@@ -425,21 +426,10 @@ async def broker_member_group(ctx: Context, cmd: Command) -> Command:
     return ok(cmd, body=bodies.member_group(cluster, name, addrs))
 
 
-# Settings GET_NAMESRV_CONFIG leaves out: they name credentials.
-_SECRET_SETTINGS = frozenset({"redis_url", "auth_tokens_file"})
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
 async def namesrv_config(ctx: Context, cmd: Command) -> Command:
-    """GET_NAMESRV_CONFIG: the worker's effective settings in the NameServer's properties
-    form; the Redis URL and the tokens file are left out."""
-    values = {_camel(f.name): str(getattr(ctx.settings, f.name)) for f in dataclasses.fields(ctx.settings)
-              if f.name not in _SECRET_SETTINGS and f.name != "extra"}
-    return ok(cmd, body=bodies.properties(values))
+    """GET_NAMESRV_CONFIG: the Java NameServer's keys that apply, then the worker's settings
+    (service.remoting.namesrv_config); no credentials."""
+    return ok(cmd, body=bodies.properties(namesrv_config_values(ctx.settings, ctx.listen_port)))
 
 
 async def update_namesrv_config(ctx: Context, cmd: Command) -> Command:

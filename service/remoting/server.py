@@ -80,7 +80,7 @@ class RemotingServer:
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._connection, self.host, self.port, reuse_address=True)
-        self._bound = self.server.sockets[0].getsockname()[1]
+        self._bound = self.ctx.listen_port = self.server.sockets[0].getsockname()[1]
         log.info("RocketMQ remoting endpoint on %s:%d", self.host, self.bound_port)
 
     async def stop(self) -> None:

@@ -268,6 +268,16 @@ async def test_one_unstorable_topic_skips_only_that_topic(worker: Worker, rmq: R
     assert 'rmq_skipped_topic_configs_total{reason="queue_nums"} 1.0' in metrics
 
 
+async def test_a_skipped_topic_is_named_in_the_log_and_the_answer_stays_rocketmqs(
+        rmq: RemotingClient, caplog: pytest.LogCaptureFixture) -> None:
+    topics = {"Ok": topic_config("Ok"), "Wide": topic_config("Wide", write=4096)}
+    answer = await rmq.call(register(registration(topics=topics)))
+    # RocketMQ's NameServer answers SUCCESS with no remark and no header beyond its own
+    assert (answer.code, answer.remark, answer.ext_fields) == (0, None, {})
+    (line,) = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert "'broker-a' (10.0.0.1:10911) skipped 1 topic config(s)" in line and "'Wide'" in line
+
+
 async def test_colon_in_topic_and_broker_names_gives_two_routes(rmq: RemotingClient) -> None:
     await rmq.call(register(registration(name="c", topics=["a:b"])))
     await rmq.call(register(registration(name="b:c", addr="10.0.0.2:10911", topics=["a"])))
@@ -324,6 +334,20 @@ async def test_namesrv_config_answers_the_settings_as_properties_without_secrets
     props = dict(line.split("=", 1) for line in answer.body.decode().splitlines())
     assert props["brokerTimeoutMs"] == "45000" and props["remotingPort"] == "0"
     assert "redisUrl" not in props and "redis://" not in answer.body.decode()
+
+
+async def test_namesrv_config_carries_the_java_nameservers_keys_with_javas_booleans(make_worker) -> None:
+    worker: Worker = await make_worker(order_message_enable=True, scan_interval_ms=7000)
+    rmq = await RemotingClient.connect(worker.port)
+    body = (await rmq.call(request(codes.GET_NAMESRV_CONFIG, {}))).body.decode()
+    props = dict(line.split("=", 1) for line in body.splitlines())
+    assert {k: props[k] for k in ("listenPort", "orderMessageEnable", "deleteTopicWithBrokerRegistration",
+                                  "scanNotActiveBrokerInterval", "enableAllTopicList", "supportActingMaster")} == {
+        "listenPort": str(worker.port), "orderMessageEnable": "true", "deleteTopicWithBrokerRegistration": "false",
+        "scanNotActiveBrokerInterval": "7000", "enableAllTopicList": "true", "supportActingMaster": "false"}
+    assert props["remotingStaleReads"] == "false"  # the project's own settings, beside them, formatted alike
+    assert not {"True", "False", "None"} & set(props.values())
+    assert "authTokensFile" not in props and "kvConfigPath" not in props
 
 
 async def test_update_namesrv_config_is_refused_and_changes_nothing(make_worker) -> None:
