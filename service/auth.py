@@ -6,8 +6,8 @@ The file (RMQ_AUTH_TOKENS_FILE, a mounted Secret in Kubernetes) has one
 pair for RocketMQ's signed requests, checked in service.remoting.acl) per line, and ``#``
 comments. A key pair's line may end with ``from=<pattern>`` fields (RocketMQ's
 ``whiteRemoteAddress``, service.addresses' forms): the key is then accepted only from
-an address one of them matches. Roles: ``broker`` may register, heartbeat, query its data version and
-unregister; ``admin`` may do everything. Reads of routes, cluster and topics are open or
+an address one of them matches. Roles: ``broker`` may register, heartbeat, query its
+data version and unregister; ``admin`` may do everything. Reads of routes, cluster and topics are open or
 need any valid credential (RMQ_AUTH_READS).
 """
 

@@ -158,7 +158,7 @@ async def test_a_key_limited_to_addresses_is_accepted_from_them_only(whitelisted
     refused = await (await connect(OUTSIDE)).call(signed(register(registration()), *limited))
     assert (refused.code, refused.remark) == (
         codes.SYSTEM_ERROR,
-        f"{REFUSED}Check white remote address failed for accessKey=limited: {OUTSIDE} is not in 127.0.0.{{2,4}}")
+        f"{REFUSED}Check white remote address failed for accessKey=limited: {OUTSIDE} is not allowed")
     assert snapshot(r) == {}
     assert (await (await connect("127.0.0.4")).call(signed(register(registration()), *limited))).code == codes.SUCCESS
     # from its address the key's signature is still checked (in RocketMQ a match skips it)
