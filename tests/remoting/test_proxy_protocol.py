@@ -12,13 +12,15 @@ import shutil
 import socket
 import struct
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 import redis
 
 from service.remoting import codes, proxy
 from tests.builders import registration
+from tests.hardening.harness import Worker as ProcessWorker
+from tests.redis_server import free_port
 from tests.remoting.client import RemotingClient
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import register
@@ -245,3 +247,34 @@ async def test_without_the_setting_a_header_is_no_header_but_a_broken_frame(make
     await client.send_raw(v1("10.1.2.3"))
     assert await client.closed()
     await client.close()
+
+
+# ---------------------------------------------------------------------- a worker process
+@pytest.fixture
+def worker_process(redis_url: str, tmp_path: Path) -> Iterator[Any]:
+    """A real worker process, both settings from its environment, on its own RocketMQ port."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(KEYS)
+    remoting = free_port()
+    worker = ProcessWorker(redis_url, RMQ_REMOTING_PORT=remoting, RMQ_REMOTING_HOST="127.0.0.1",
+                           RMQ_AUTH_TOKENS_FILE=str(tokens), RMQ_REMOTING_WHITE_ADDRESSES="127.0.0.2",
+                           RMQ_REMOTING_PROXY_PROTOCOL="true")
+    worker.remoting_port = remoting
+    try:
+        yield worker.start()
+    finally:
+        worker.stop()
+        worker.cleanup()
+
+
+async def test_a_worker_configured_from_its_environment_behind_haproxy(worker_process: Any, tmp_path: Path,
+                                                                      r: redis.Redis) -> None:
+    async with haproxy(tmp_path, worker_process.remoting_port, "127.0.0.1", "send-proxy-v2") as port:
+        assert await call_through(port, "127.0.0.1", "127.0.0.3") == (codes.SYSTEM_ERROR, NO_KEY)
+        assert snapshot(r) == {}
+        assert await call_through(port, "127.0.0.1", "127.0.0.2") == (codes.SUCCESS, None)
+    direct = await RemotingClient.connect(worker_process.remoting_port, source="127.0.0.2")
+    await direct.send(register(registration()))
+    assert await direct.closed()  # no header: closed, whatever the address
+    await direct.close()
+    assert "no PROXY protocol header" in worker_process.log()

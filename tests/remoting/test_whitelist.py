@@ -15,6 +15,7 @@ import redis
 
 from service.remoting import codes
 from tests.builders import registration
+from tests.processes import console_script, start
 from tests.remoting.client import RemotingClient, request, signed
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import identity, register, route
@@ -164,3 +165,15 @@ async def test_a_key_limited_to_addresses_is_accepted_from_them_only(whitelisted
     # from its address the key's signature is still checked (in RocketMQ a match skips it)
     forged = await (await connect("127.0.0.4")).call(signed(register(registration()), "limited", "wrong"))
     assert forged.remark == f"{REFUSED}Check signature failed for accessKey=limited"
+
+
+def test_a_worker_given_a_bad_pattern_exits_at_once_with_one_line(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(KEYS)
+    proc = start([console_script("rmq-registry"), "serve", "--port", "0"],
+                 {"RMQ_AUTH_TOKENS_FILE": str(tokens), "RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.* 10.0.0.1-300"})
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode != 0
+    assert out.decode().strip().splitlines() == [
+        "RMQ_REMOTING_WHITE_ADDRESSES='10.0.0.* 10.0.0.1-300': bad address pattern '10.0.0.1-300': "
+        "'1-300' is not a range within 0-255"]
