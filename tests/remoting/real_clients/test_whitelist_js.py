@@ -15,6 +15,7 @@ from tests.remoting.conftest import Worker
 from tests.remoting.real_clients.helpers import JsSession, need_node
 from tests.remoting.real_clients.js_frames import register_request
 from tests.remoting.test_acl import KEYS, REFUSED
+from tests.remoting.test_proxy_protocol import haproxy
 from tests.tables import snapshot
 
 
@@ -30,8 +31,9 @@ async def worker(make_worker: Any, tmp_path: Path) -> Worker:
     return await make_worker(auth_tokens_file=str(tokens), remoting_white_addresses="127.0.0.{2,4}")
 
 
-async def register_from(worker: Worker, source: str) -> dict[str, Any]:
-    session = await JsSession.start(worker.port, env={"RMQ_JS_LOCAL_ADDRESS": source})
+async def register_from(worker: Worker, source: str, port: int | None = None) -> dict[str, Any]:
+    """ali-ons's unsigned REGISTER_BROKER from `source`, to the worker or to `port` (a balancer)."""
+    session = await JsSession.start(port or worker.port, env={"RMQ_JS_LOCAL_ADDRESS": source})
     try:
         answer = await session.call(*register_request(registration(topics=["WhiteTopic"])))
         route = await session.route("WhiteTopic") if answer["code"] == 0 else None
@@ -51,3 +53,16 @@ async def test_an_unsigned_broker_on_another_host_is_refused_and_nothing_changes
     answer = await register_from(worker, "127.0.0.3")
     assert (answer["code"], answer["remark"]) == (1, REFUSED + "No accessKey is configured")
     assert snapshot(r) == {}
+
+
+async def test_behind_haproxy_with_the_proxy_protocol_the_brokers_own_host_decides(
+        make_worker: Any, tmp_path: Path, r: redis.Redis) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(KEYS)
+    worker = await make_worker(auth_tokens_file=str(tokens), remoting_white_addresses="127.0.0.2",
+                               remoting_proxy_protocol=True)
+    async with haproxy(tmp_path, worker.port, "127.0.0.1", "send-proxy") as port:
+        refused = await register_from(worker, "127.0.0.3", port)
+        assert (refused["code"], refused["remark"]) == (1, REFUSED + "No accessKey is configured")
+        assert snapshot(r) == {}
+        assert (await register_from(worker, "127.0.0.2", port))["code"] == 0
