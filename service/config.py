@@ -107,6 +107,19 @@ ENV: dict[str, tuple[str, type | object]] = {
 }
 
 
+def _check_white_addresses(settings: Settings) -> None:
+    white = settings.remoting_white_addresses
+    if white is None:
+        return
+    try:
+        AddressList.from_setting(white)
+    except PatternError as e:
+        raise SystemExit(f"RMQ_REMOTING_WHITE_ADDRESSES={white!r}: {e}") from None
+    if settings.auth_tokens_file is None:
+        raise SystemExit("RMQ_REMOTING_WHITE_ADDRESSES is set but RMQ_AUTH_TOKENS_FILE is not: without "
+                         "authentication every address may already do everything")
+
+
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
@@ -122,18 +135,11 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     settings = Settings(**values)  # type: ignore[arg-type]
     if not 0 <= settings.remoting_port <= 65535:
         raise SystemExit(f"RMQ_REMOTING_PORT must be 0 (off) or a port, not {settings.remoting_port}")
+    _check_white_addresses(settings)
     if settings.version_poll_ms >= settings.max_staleness_ms > 0:
         raise SystemExit("RMQ_VERSION_POLL_MS must be below RMQ_MAX_STALENESS_MS, or the cache would never be fresh")
     if settings.log_format not in ("text", "json"):
         raise SystemExit(f"RMQ_LOG_FORMAT must be 'text' or 'json', not {settings.log_format!r}")
     if settings.auth_reads not in ("open", "token"):
         raise SystemExit(f"RMQ_AUTH_READS must be 'open' or 'token', not {settings.auth_reads!r}")
-    if settings.remoting_white_addresses is not None:
-        try:
-            AddressList.from_setting(settings.remoting_white_addresses)
-        except PatternError as e:
-            raise SystemExit(f"RMQ_REMOTING_WHITE_ADDRESSES={settings.remoting_white_addresses!r}: {e}") from None
-        if settings.auth_tokens_file is None:
-            raise SystemExit("RMQ_REMOTING_WHITE_ADDRESSES is set but RMQ_AUTH_TOKENS_FILE is not: without "
-                             "authentication every address may already do everything")
     return settings

@@ -110,12 +110,7 @@ class Registry:
             orjson.dumps(topics), orjson.dumps(req.filterServerList or []), channel, digest,
         ]
         _version, _changed, *answer = await self._change("register", args)
-        result = self._answer(*answer)
-        if wrapper.skipped:  # the caller learns which of its topics have no route (HTTP answers them)
-            result["skippedTopics"] = [{"topic": s.topic, "reason": s.reason, "message": s.message}
-                                       for s in wrapper.skipped[:SKIPPED_LISTED]]
-            result["skippedTopicCount"] = len(wrapper.skipped)
-        return result
+        return self._answer(*answer)
 
     def _report_skipped(self, req: RegisterRequest) -> None:
         """One warning per registration, however many topics it skipped, and the counter."""
@@ -127,6 +122,18 @@ class Registry:
         more = f" (+{len(skipped) - SKIPPED_NAMED} more)" if len(skipped) > SKIPPED_NAMED else ""
         log.warning("registration of %r (%s) skipped %d topic config(s) the registry cannot store: %s%s",
                     req.brokerName, req.brokerAddr, len(skipped), named, more)
+
+    @staticmethod
+    def skipped_answer(req: RegisterRequest) -> dict[str, Any]:
+        """The fields telling a registration's caller which of its topics were left out (and
+        so have no route): ``skippedTopics`` (at most SKIPPED_LISTED) and
+        ``skippedTopicCount``; nothing when none was."""
+        skipped = req.topicConfigSerializeWrapper.skipped
+        if not skipped:
+            return {}
+        return {"skippedTopics": [{"topic": s.topic, "reason": s.reason, "message": s.message}
+                                  for s in skipped[:SKIPPED_LISTED]],
+                "skippedTopicCount": len(skipped)}
 
     async def heartbeat(self, req: HeartbeatRequest, channel: str = "") -> bool:
         """True when the broker is registered and alive (its liveness is then refreshed)."""

@@ -94,7 +94,8 @@ async def register_broker(request: web.Request) -> web.Response:
         return json_response(answer)
     # aiohttp keeps the body read above, so parsing it reads nothing twice
     req = validate(request, RegisterRequest, await read_json(request))
-    return json_response(await registry(request).register(req, digest=digest))
+    answer = await registry(request).register(req, digest=digest)
+    return json_response(answer | Registry.skipped_answer(req))  # which topics have no route, if any
 
 
 async def heartbeat(request: web.Request) -> web.Response:
