@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.exceptions import (AskError, ClusterDownError, ClusterError, ConnectionError, NoScriptError,
-                              TimeoutError, TryAgainError)
+                              SlotNotCoveredError, TimeoutError, TryAgainError)
 
 DEFAULT_PORT = 6379
 
@@ -95,7 +95,7 @@ class SlotOwner:
                            replicas: int, wait_ms: int) -> tuple[Any, int]:
         """The script's result and how many replicas acknowledged it (WAIT's answer)."""
         await self.cluster.initialize()  # no-op once it has read the layout
-        node: ClusterNode = self.cluster.nodes_manager.get_node_from_slot(self.slot)
+        node = self._owner()
         asking, sent_again, loaded = False, False, False
         while True:
             layout = self._layout
@@ -144,4 +144,10 @@ class SlotOwner:
             if self._layout == layout:
                 await self.cluster.nodes_manager.initialize()
                 self._layout += 1
-        return self.cluster.nodes_manager.get_node_from_slot(self.slot)
+        return self._owner()
+
+    def _owner(self) -> ClusterNode:
+        try:
+            return self.cluster.nodes_manager.get_node_from_slot(self.slot)
+        except KeyError:  # redis-py before any node answered: no layout at all
+            raise SlotNotCoveredError(f"no node of the cluster has answered yet (slot {self.slot})") from None

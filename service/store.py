@@ -265,6 +265,12 @@ class Store:
                                 f"replicas confirmed it within {self.wait_ms} ms")
         return result
 
+    async def know_layout(self) -> None:
+        """On a Redis Cluster, reads its layout if no node has answered yet (a worker that
+        started while Redis was down): redis-py's cluster pub/sub does not, and fails."""
+        if self._slot_owner is not None:
+            await self.call(self.redis.initialize())
+
     async def load_scripts(self) -> None:
         for script in self._scripts.values():
             script.sha = await self.call(self.redis.script_load(script.script))

@@ -9,6 +9,7 @@ asserted. Run with -s to see the figures."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from service.config import Settings
+from service.http.context import NODE
 from service.worker import create_app
 from tests.failover.load import assert_nothing_acknowledged_lost, outcome, run_load, workers_settings
 from tests.processes import console_script, start, wait_http
@@ -115,6 +117,27 @@ def test_a_worker_starts_and_writes_with_its_first_seed_node_down(shared_cluster
         out, _ = proc.communicate(timeout=30)
         down.start()
     assert shared_cluster.client(shared_cluster.current_primary()).hget("{rmq}:kv:SEEDS", "k") == "v", out[-2000:]
+
+
+async def test_a_worker_whose_only_seed_is_down_answers_503_and_recovers_when_it_returns(
+        aiohttp_client, shared_cluster) -> None:
+    down = shared_cluster.node_on(shared_cluster.replicas_of(other_primary(shared_cluster))[0])
+    down.stop()
+    try:
+        client = await worker(aiohttp_client, f"redis://127.0.0.1:{down.port}/0", redis_min_replicas=1)
+        started = time.monotonic()
+        assert (await client.put("/v1/kv/ONE/k", json={"value": "v"})).status == 503
+        assert (await client.get("/readyz")).status == 503
+        assert time.monotonic() - started < 3
+    finally:
+        down.start()
+    deadline = time.monotonic() + 15
+    while (await client.put("/v1/kv/ONE/k", json={"value": "v"})).status != 200:
+        assert time.monotonic() < deadline, "the worker never recovered"
+        await asyncio.sleep(0.2)
+    assert (await client.get("/readyz")).status == 200
+    # the scanner, the change poller and the change listener all outlived the outage
+    assert [t.get_name() for t in client.app[NODE]._tasks if t.done()] == []
 
 
 def test_a_bad_seed_list_stops_the_worker_with_one_line() -> None:
