@@ -93,6 +93,18 @@ class RedisClusterNodes:
         info = self.client(port).info("replication")
         return [int(v["port"]) for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
 
+    def move_slot(self, to_port: int) -> None:
+        """Moves the registry's slot, keys and all, from its primary to the one on
+        ``to_port``, as ``redis-cli --cluster reshard`` moves a slot."""
+        source, target = self.client(self.current_primary()), self.client(to_port)
+        source_id, target_id = source.execute_command("CLUSTER", "MYID"), target.execute_command("CLUSTER", "MYID")
+        target.execute_command("CLUSTER", "SETSLOT", SLOT, "IMPORTING", source_id)
+        source.execute_command("CLUSTER", "SETSLOT", SLOT, "MIGRATING", target_id)
+        while keys := source.execute_command("CLUSTER", "GETKEYSINSLOT", SLOT, 100):
+            source.execute_command("MIGRATE", "127.0.0.1", to_port, "", 0, 5000, "KEYS", *keys)
+        for node in (target, source):
+            node.execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", target_id)
+
     def failed_over(self, old_port: int, limit_s: float = 20) -> int:
         """The new owner's port once a replica was promoted, the cluster is ok again and
         the new owner takes writes."""

@@ -96,6 +96,21 @@ async def test_with_the_slot_owners_replica_stopped_a_change_is_a_503_that_says_
         assert time.monotonic() < deadline, "the replica never acknowledged again"
 
 
+async def test_a_change_follows_the_slot_to_another_primary_and_waits_for_that_ones_replica(
+        aiohttp_client, shared_cluster) -> None:
+    client = await worker(aiohttp_client, shared_cluster.url, redis_min_replicas=1)
+    assert (await client.put("/v1/kv/MOVED/before", json={"value": "1"})).status == 200
+    to_port = other_primary(shared_cluster)
+    shared_cluster.move_slot(to_port)  # the worker still holds the old layout: its next change gets MOVED
+    shared_cluster.wait_formed(1)
+    [replica] = shared_cluster.replicas_of(to_port)
+    on_replica = redis.Redis(port=replica, decode_responses=True, single_connection_client=True)
+    on_replica.execute_command("READONLY")
+    assert (await client.put("/v1/kv/MOVED/after", json={"value": "2"})).status == 200
+    assert on_replica.hgetall("{rmq}:kv:MOVED") == {"before": "1", "after": "2"}
+    on_replica.close()
+
+
 def test_a_worker_starts_and_writes_with_its_first_seed_node_down(shared_cluster) -> None:
     # the first seed is down: a replica, so the cluster itself goes on as before
     down = shared_cluster.node_on(shared_cluster.replicas_of(other_primary(shared_cluster))[0])
