@@ -409,13 +409,14 @@ class ReadCache:
         while True:
             pubsub = self.store.redis.pubsub()
             try:
+                await self.store.know_layout()
                 await pubsub.subscribe(channel)
                 async for message in pubsub.listen():
                     if message.get("type") == "message":
                         self._message(message["data"])
             except asyncio.CancelledError:
                 raise
-            except (RedisError, OSError, ValueError) as exc:
+            except (RedisError, StoreUnavailable, OSError, ValueError) as exc:
                 log.debug("change channel lost (%s); resubscribing", exc)
             finally:
                 try:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from service.addresses import AddressList, PatternError
+from service.redis_cluster import names_several_hosts, parse_cluster_url
 
 
 def _bool(value: str) -> bool:
@@ -142,4 +143,19 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         raise SystemExit(f"RMQ_LOG_FORMAT must be 'text' or 'json', not {settings.log_format!r}")
     if settings.auth_reads not in ("open", "token"):
         raise SystemExit(f"RMQ_AUTH_READS must be 'open' or 'token', not {settings.auth_reads!r}")
+    _check_cluster_url(settings)
     return settings
+
+
+def _check_cluster_url(settings: Settings) -> None:
+    """A cluster's seed list is well formed, and a seed list comes with RMQ_REDIS_CLUSTER
+    (the messages never echo the URL, which may hold a password)."""
+    url = settings.redis_url or ""
+    if settings.redis_cluster and url:
+        try:
+            parse_cluster_url(url)
+        except ValueError as exc:
+            raise SystemExit(f"bad value for REDIS_URL with RMQ_REDIS_CLUSTER=true: {exc}") from None
+    elif not url.startswith("redis+sentinel://") and names_several_hosts(url):
+        raise SystemExit("REDIS_URL names several hosts: set RMQ_REDIS_CLUSTER=true for a Redis Cluster's seed "
+                         "nodes, or use redis+sentinel:// for Sentinels")

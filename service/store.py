@@ -21,10 +21,12 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
+from redis.exceptions import (AskError, ClusterDownError, NoScriptError, OutOfMemoryError, ReadOnlyError,
+                              RedisClusterException, RedisError, ResponseError, TryAgainError)
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 
+from service import redis_cluster
 from service.config import Settings
 from service.keys import Keys
 
@@ -59,6 +61,11 @@ class NotReplicated(StoreUnavailable):
     """The change was applied on the primary but fewer replicas than RMQ_REDIS_MIN_REPLICAS
     confirmed it in time: it may be lost if the primary fails now. Every change is
     idempotent, so sending it again is safe."""
+
+
+# Errors that say the store cannot serve the call now (the script did not run), not that it
+# has a bug: a script flushed from the cache, a Redis Cluster's slot moving or failing over.
+_NOT_SERVED = (NoScriptError, AskError, ClusterDownError, TryAgainError)
 
 
 # Redis' refusals, by the error they come as: what an operator must fix, in a word.
@@ -124,11 +131,7 @@ def connect(settings: Settings) -> Redis:
         return connect_sentinel(settings)
     if settings.redis_cluster:
         # every key shares one hash tag, so each script runs on the one node owning that slot
-        return RedisCluster.from_url(
-            settings.redis_url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-        )
+        return redis_cluster.connect(settings.redis_url or "", timeout)
     # A blocking pool: past max_connections a call waits (within the timeout) for a free
     # connection instead of failing at once with "Too many connections".
     pool = aioredis.BlockingConnectionPool.from_url(
@@ -208,6 +211,8 @@ class Store:
         self.wait_ms = max(10, settings.redis_timeout_ms // 2)
         self._sources = load_sources()
         self._scripts = {name: self.redis.register_script(src) for name, src in self._sources.items()}
+        self._slot_owner = (redis_cluster.SlotOwner(self.redis, self.keys.version)
+                            if isinstance(self.redis, RedisCluster) else None)
 
     async def call(self, coro: Any) -> Any:
         """Runs one Redis operation within the timeout; any failure is StoreUnavailable."""
@@ -216,13 +221,13 @@ class Store:
                 async with _timeout(self.timeout):
                     return await coro
             return await asyncio.wait_for(coro, self.timeout)
-        except (RedisError, OSError, asyncio.TimeoutError) as exc:
+        except (RedisError, RedisClusterException, OSError, asyncio.TimeoutError) as exc:
             cause = refusal_cause(exc)
             if cause is not None:
                 self.errors += 1
                 self.refusals.add(cause, str(exc).split(". script:")[0])
                 raise StoreRefusing(cause, str(exc).split(". script:")[0]) from exc
-            if isinstance(exc, ResponseError) and not isinstance(exc, NoScriptError):
+            if isinstance(exc, ResponseError) and not isinstance(exc, _NOT_SERVED):
                 raise  # a script bug, not an outage: let it surface as a 500 and in logs
             self.errors += 1
             raise StoreUnavailable(str(exc) or type(exc).__name__) from exc
@@ -245,15 +250,26 @@ class Store:
     async def _run_replicated(self, name: str, args: Sequence[str | int]) -> Any:
         # WAIT counts the replicas that have every write of *this* connection, so the script
         # and the WAIT go out together on one connection, as a pipeline
-        pipe = self.redis.pipeline(transaction=False)
-        await self._scripts[name](keys=[self.keys.version], args=list(args), client=pipe)  # queues it
-        pipe.execute_command("WAIT", self.min_replicas, self.wait_ms)
-        result, acknowledged = await self.call(pipe.execute())
+        script = self._scripts[name]
+        if self._slot_owner is not None:  # on a cluster: a connection of the slot's primary
+            result, acknowledged = await self.call(self._slot_owner.run_and_wait(
+                script.sha, script.script, [self.keys.version], list(args), self.min_replicas, self.wait_ms))
+        else:
+            pipe = self.redis.pipeline(transaction=False)
+            await script(keys=[self.keys.version], args=list(args), client=pipe)  # queues it
+            pipe.execute_command("WAIT", self.min_replicas, self.wait_ms)
+            result, acknowledged = await self.call(pipe.execute())
         if int(acknowledged) < self.min_replicas:
             self.errors += 1
             raise NotReplicated(f"the change was applied on the primary but {acknowledged} of {self.min_replicas} "
                                 f"replicas confirmed it within {self.wait_ms} ms")
         return result
+
+    async def know_layout(self) -> None:
+        """On a Redis Cluster, reads its layout if no node has answered yet (a worker that
+        started while Redis was down): redis-py's cluster pub/sub does not, and fails."""
+        if self._slot_owner is not None:
+            await self.call(self.redis.initialize())
 
     async def load_scripts(self) -> None:
         for script in self._scripts.values():

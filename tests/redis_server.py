@@ -9,6 +9,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import redis
+
 
 def free_port(below: int = 65536) -> int:
     while True:
@@ -80,3 +82,20 @@ class RedisServer:
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wait_replicated(port: int, replicas: int, limit_s: float = 15, key: str = "{rmq-test}:warm-up") -> None:
+    """Until the primary on ``port`` has ``replicas`` replicas online that acknowledge a
+    write promptly (a replica just synced acknowledges its first writes only after a second
+    or two). On a cluster, ``key`` must be in one of that primary's slots."""
+    r = redis.Redis(port=port)
+    deadline = time.monotonic() + limit_s
+    while True:
+        info = r.info("replication")
+        online = sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
+                     and v.get("state") == "online")
+        if online >= replicas and r.set(key, 1) and r.execute_command("WAIT", replicas, 100) >= replicas:
+            r.delete(key)
+            return
+        assert time.monotonic() < deadline, f"{replicas} replicas never caught up"
+        time.sleep(0.05)

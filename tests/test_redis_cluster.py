@@ -3,38 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from typing import Iterator
 
 import pytest
-import redis
 from redis.cluster import RedisCluster
 
 from service.worker import create_app
-from service.config import Settings
+from service.config import Settings, from_env
+from service.redis_cluster import parse_cluster_url
 from tests.builders import identity, registration
 from tests.calls import register, route
-from tests.redis_server import RedisServer, free_port
+from tests.redis_cluster import RedisClusterNodes
 
 
 @pytest.fixture(scope="module")
 def cluster_url() -> Iterator[str]:
-    # a cluster node also listens on its port + 10000, so ports above 55535 are refused
-    nodes = [RedisServer(free_port(below=55536), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf") for _ in range(3)]
-    for node in nodes:
-        node.start()
-    try:
-        subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
-                        "--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True, timeout=30)
-        deadline = time.monotonic() + 15
-        while b"cluster_state:ok" not in redis.Redis(port=nodes[0].port).execute_command("CLUSTER", "INFO"):
-            assert time.monotonic() < deadline, "cluster did not form"
-            time.sleep(0.1)
-        yield f"redis://127.0.0.1:{nodes[0].port}/0"
-    finally:
-        for node in nodes:
-            node.cleanup()
+    cluster = RedisClusterNodes(masters=3)
+    yield f"redis://127.0.0.1:{cluster.nodes[0].port}/0"
+    cluster.stop()
 
 
 @pytest.fixture
@@ -66,3 +53,25 @@ async def test_expiry_and_kv_on_a_cluster(workers) -> None:
         assert time.monotonic() - started < 2
         await asyncio.sleep(0.05)
     assert (await b.get("/readyz")).status == 200
+
+
+def test_a_seed_list_names_every_node_with_the_urls_credentials_and_options() -> None:
+    seeds = parse_cluster_url("rediss://u:p@h1:7000, h2:7001,[::1]:7002/0?ssl_cert_reqs=none")
+    assert seeds.nodes == [("h1", 7000), ("h2", 7001), ("::1", 7002)]
+    assert seeds.url == "rediss://u:p@h1:7000/0?ssl_cert_reqs=none"
+    assert parse_cluster_url("redis://h1").nodes == [("h1", 6379)]
+
+
+@pytest.mark.parametrize("url,cluster,says", [
+    ("redis://:secret@h1:7000,h2:x/0", "true", "seed 'h2:x' is not host:port"),
+    ("redis://h1:7000,,h2:7001/0", "true", "an empty host in the seed list"),
+    ("redis://h1:7000,h2:70000/0", "true", "seed 'h2:70000' is not host:port"),
+    ("redis://h1:7000/2", "true", "database 0 only, not '2'"),
+    ("redis+sentinel://h1:26379/rmq/0", "true", "starts with redis:// or rediss://"),
+    ("redis://h1:7000,h2:7001/0", "false", "set RMQ_REDIS_CLUSTER=true"),
+])
+def test_a_bad_seed_list_stops_with_one_clear_line(url: str, cluster: str, says: str) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        from_env({"REDIS_URL": url, "RMQ_REDIS_CLUSTER": cluster})
+    message = str(stopped.value)
+    assert "REDIS_URL" in message and says in message and "secret" not in message and "\n" not in message

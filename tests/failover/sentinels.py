@@ -11,7 +11,7 @@ from pathlib import Path
 
 import redis
 
-from tests.redis_server import RedisServer, free_port
+from tests.redis_server import RedisServer, free_port, wait_replicated
 
 MASTER = "rmq"
 
@@ -81,21 +81,7 @@ class ReplicatedRedis:
         info = redis.Redis(port=sentinel.port).sentinel_master(MASTER)
         return int(info.get("num-slaves", 0)) >= replicas and int(info.get("num-other-sentinels", 0)) >= 2
 
-    @staticmethod
-    def wait_replicated(port: int, replicas: int, limit_s: float = 15) -> None:
-        """Until `replicas` replicas are online and acknowledge a write promptly (a replica
-        just synced acknowledges its first writes only after a second or two)."""
-        r = redis.Redis(port=port)
-        deadline = time.monotonic() + limit_s
-        while True:
-            info = r.info("replication")
-            online = sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
-                         and v.get("state") == "online")
-            if online >= replicas and r.set("{rmq-test}:warm-up", 1) and r.execute_command("WAIT", replicas, 100) >= replicas:
-                r.delete("{rmq-test}:warm-up")
-                return
-            assert time.monotonic() < deadline, f"{replicas} replicas never caught up"
-            time.sleep(0.05)
+    wait_replicated = staticmethod(wait_replicated)
 
     def failed_over(self, old_port: int, limit_s: float = 20) -> int:
         """The new primary's port once the Sentinels promoted one and it takes writes."""
