@@ -17,6 +17,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from service.config import StartupError
+
 log = logging.getLogger(__name__)
 
 ROLES = ("broker", "admin")
@@ -42,11 +44,39 @@ def parse_credentials(text: str) -> tuple[list[tuple[str, str]], dict[str, tuple
         if len(parts) not in (2, 3) or parts[0] not in ROLES:
             raise TokenFileError(f"line {number}: expected '<broker|admin> <token>' or "
                                  "'<broker|admin> <accessKey> <secretKey>'")
+        _no_placeholder(number, parts)
         if len(parts) == 2:
             tokens.append((parts[0], parts[1]))
         else:
             keys[parts[1]] = (parts[0], parts[2])
     return tokens, keys
+
+
+# The shipped example secrets (k8s/secrets.yaml) start with it: public, so never credentials.
+PLACEHOLDER = "REPLACE-ME"
+
+
+def _no_placeholder(number: int, parts: list[str]) -> None:
+    names = ("token",) if len(parts) == 2 else ("access key", "secret key")
+    for name, value in zip(names, parts[1:]):
+        if value.startswith(PLACEHOLDER):
+            raise TokenFileError(f"line {number}: the {parts[0]} {name} is a placeholder ({PLACEHOLDER}-...): replace it")
+
+
+def check_tokens_file(path: str) -> None:
+    """At start, RMQ_AUTH_TOKENS_FILE must be readable and hold credentials, none of them a
+    placeholder; later, while serving, a broken file refuses everyone instead (fail closed)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeError) as exc:
+        raise StartupError(f"RMQ_AUTH_TOKENS_FILE={path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        tokens, keys = parse_credentials(text)
+    except TokenFileError as exc:
+        raise StartupError(f"RMQ_AUTH_TOKENS_FILE={path}: {exc}") from None
+    if not tokens and not keys:
+        raise StartupError(f"RMQ_AUTH_TOKENS_FILE={path}: no credentials in it (an empty Secret?)")
 
 
 def parse_tokens(text: str) -> list[tuple[str, str]]:
