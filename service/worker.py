@@ -18,7 +18,7 @@ import asyncio
 import errno
 import logging
 import signal
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable
 
 from aiohttp import web
 
@@ -88,6 +88,23 @@ def install_remoting(app: web.Application, host: str, port: int) -> None:
     app.cleanup_ctx.append(remoting)
 
 
+async def _unless_stopped(step: Awaitable[None], stop: asyncio.Event) -> bool:
+    """Runs ``step`` unless ``stop`` is set first, then cancels it: whether it completed
+    (its exception, a ``StartupError`` say, raised as it is)."""
+    task = asyncio.ensure_future(step)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task})
+        return False
+    task.result()
+    return True
+
+
 async def serve(app: web.Application, settings: Settings) -> None:
     """Runs a worker made by ``create_app`` until SIGTERM or SIGINT, then stops it
     gracefully; raises ``StartupError`` when it cannot start, after stopping what had."""
@@ -98,7 +115,11 @@ async def serve(app: web.Application, settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await runner.setup()
+        # a worker told to stop while it waits for Redis at start stops, instead of
+        # waiting out RMQ_REDIS_START_TIMEOUT_MS
+        if not await _unless_stopped(runner.setup(), stop):
+            log.info("stop requested while starting")
+            return
         site = web.TCPSite(runner, settings.host, settings.port)
         try:
             await site.start()

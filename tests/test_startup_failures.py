@@ -3,6 +3,7 @@ real worker processes against a taken port, a closed Redis port, bad secrets."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -77,6 +78,24 @@ def test_the_retry_for_redis_at_start_is_announced(tmp_path: Path) -> None:
                  {"REDIS_URL": f"redis://127.0.0.1:{closed}/0", "RMQ_REDIS_START_TIMEOUT_MS": "1000"})
     out = proc.communicate(timeout=15)[0].decode()
     assert "retrying for up to 1.0 s (RMQ_REDIS_START_TIMEOUT_MS)" in out
+
+
+def test_a_worker_waiting_for_redis_at_start_stops_at_once_on_sigterm() -> None:
+    proc = start(SERVE + ["--port", str(free_port())],
+                 {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0", "RMQ_REDIS_START_TIMEOUT_MS": "60000"})
+    try:
+        assert proc.stdout is not None
+        while b"retrying for up to" not in proc.stdout.readline():
+            assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        code = proc.wait(timeout=15)
+        assert time.monotonic() - sent < 5
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out = proc.communicate()[0].decode()
+    assert code == 0 and "Traceback" not in out and "stop requested while starting" in out
 
 
 def tokens_file(tmp_path: Path, text: str) -> str:
