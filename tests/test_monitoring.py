@@ -251,3 +251,18 @@ async def test_broker_groups_are_counted_per_cluster_at_each_scan(client: TestCl
     await client.app[SCANNER].observe_tables()
     text = await (await client.get("/metrics")).text()
     assert 'rmq_cluster_broker_groups{cluster="A"} 2.0' in text and 'rmq_cluster_broker_groups{cluster="B"} 1.0' in text
+
+
+async def test_a_starting_worker_counts_groups_without_master_written_before_the_count_existed(
+        make_client, r) -> None:
+    from service.http.context import SCANNER
+    from service.keys import Keys
+
+    first = await make_client()
+    await register(first, registration("10.0.0.2:10911", "broker-a", broker_id=1))
+    await register(first, registration("10.0.0.3:10911", "broker-b", broker_id=0))
+    r.delete(Keys().masterless)  # tables as an older version left them
+    second = await make_client()
+    await second.app[SCANNER].observe_tables()
+    assert "rmq_broker_groups_without_master 1.0" in await (await second.get("/metrics")).text()
+    assert r.smembers(Keys().masterless) == {"broker-a"}
