@@ -139,3 +139,19 @@ def test_a_placeholder_redis_password_refuses_to_start_and_is_not_printed(redis_
 def test_an_empty_redis_password_refuses_to_start(redis_server: object) -> None:
     line, _ = refused(SERVE + ["--port", str(free_port())], {"REDIS_URL": f"redis://:@127.0.0.1:{free_port()}/0"})
     assert "REDIS_URL" in line and "empty password" in line
+
+
+@pytest.mark.parametrize("url, what", [
+    ("redis+sentinel://:pw@127.0.0.1:26379/mymaster/0?sentinel_password=REPLACE-ME-sentinel", "sentinel password is a placeholder"),
+    ("redis+sentinel://:REPLACE-ME-redis@127.0.0.1:26379,127.0.0.2:26379/mymaster/0", "the password is a placeholder"),
+    ("rediss://user:@127.0.0.1:6380/0", "an empty password"),
+])
+def test_every_password_of_a_redis_url_is_checked_and_masked(url: str, what: str) -> None:
+    from service.config import StartupError
+    from service.startup import check_redis_url
+
+    with pytest.raises(StartupError) as refused:
+        check_redis_url(url)
+    line = str(refused.value)
+    assert what in line and line.startswith("REDIS_URL=") and "REPLACE-ME-sentinel" not in line
+    assert "REPLACE-ME-redis" not in line and ":pw@" not in line
