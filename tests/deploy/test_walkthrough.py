@@ -44,3 +44,10 @@ def test_the_walkthrough_overlay_renders_with_the_pushed_images_and_no_placehold
     assert images and all(i.startswith("registry.example.com/team/rmq-registry") and i.endswith(":0.1.0")
                           for i in images), images
     assert all(d["metadata"].get("namespace") == m.NAMESPACE for d in docs if d["kind"] != "Namespace")
+
+
+def test_a_worker_gives_up_on_redis_before_its_startup_probe_gives_up_on_it() -> None:
+    """So that the pod's logs show the worker's own line about Redis, not a probe's kill."""
+    config = m.one("ConfigMap", "rmq-registry-config")["data"]
+    probe = m.pod_template(m.one("Deployment", "rmq-registry"))["spec"]["containers"][0]["startupProbe"]
+    assert int(config["RMQ_REDIS_START_TIMEOUT_MS"]) < 1000 * probe["periodSeconds"] * probe["failureThreshold"]
