@@ -92,3 +92,12 @@ def test_nothing_tracked_cites_this_projects_issue_numbers() -> None:
             if ISSUE.search(line) or (path.suffix == ".md" and HASH_NUMBER.search(prose(line))):
                 cited.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not cited, cited
+
+
+def test_the_http_contract_documents_every_path_a_worker_serves() -> None:
+    from tests.deploy._common import app_paths
+
+    api = (ROOT / "docs" / "api.md").read_text()
+    documented = set(re.findall(r"`(?:[A-Z]+ )?(/[^`?\s]*)", api)) | set(re.findall(r"^#+ [A-Z]+ (/\S*)", api, re.M))
+    missing = {p for p in app_paths() if p not in documented and not p.startswith("/ui/")}
+    assert not missing, sorted(missing)
