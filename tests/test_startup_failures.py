@@ -72,7 +72,7 @@ def test_an_unreachable_redis_is_retried_for_the_start_timeout_then_the_worker_e
     assert 2 <= took < 10
 
 
-def test_the_retry_for_redis_at_start_is_announced(tmp_path: Path) -> None:
+def test_the_retry_for_redis_at_start_is_announced() -> None:
     closed = free_port()
     proc = start(SERVE + ["--port", str(free_port())],
                  {"REDIS_URL": f"redis://127.0.0.1:{closed}/0", "RMQ_REDIS_START_TIMEOUT_MS": "1000"})
