@@ -7,8 +7,6 @@ repetition), unchanged (the same request again: a broker's 30 s re-registration,
 takes the fast path) and changed (a new dataVersion and one topic's queue count changed).
 Client-side time from the request's write to its answer, and the register script's own
 time from SLOWLOG. Median of 5.
-Issue 13 measured the Java NameServer 4.9.8 on this shape: 10,000 topics 61.8 / 20.7 /
-33.9 ms (first / unchanged / changed).
 """
 
 from __future__ import annotations

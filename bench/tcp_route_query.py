@@ -3,8 +3,7 @@
 One registry worker (`python -m service serve`, RMQ_REMOTING_PORT on a free port) on its own
 redis-server, seeded like route_query.py (2 broker groups, master + slave, 100 topics).
 The load generator is Python asyncio (uvloop when importable) in `--loaders` processes
-(default 1: on a 2-core machine the worker gets one core, the loader the other, as in the
-Java NameServer figure of issue 7). `--connections` TCP connections in all (default 64), each
+(default 1: on a 2-core machine the worker gets one core, the loader the other). `--connections` TCP connections in all (default 64), each
 keeping `--depth` requests in flight (default 8), pipelined with distinct opaques: every answer
 sends the next request on that connection. Requests are JSON headers, language JAVA, version
 479 (>= 401: routes in standard JSON), as a 5.x Java client sends them. Reports requests/s

@@ -38,6 +38,7 @@ function K.expiry() return TAG .. ':expiry' end
 function K.member(a) return TAG .. ':member:' .. a end
 function K.filter(a) return TAG .. ':filter:' .. a end
 function K.body_digests() return TAG .. ':body-digests' end
+function K.masterless() return TAG .. ':masterless' end
 function K.kv_namespaces() return TAG .. ':kv-namespaces' end
 function K.kv(ns) return TAG .. ':kv:' .. enc(ns) end
 function K.changes() return TAG .. ':changes' end
@@ -235,12 +236,23 @@ local function drop_queue(topic, name)
   drop_queues(name, {topic})
 end
 
+-- Keeps the set of groups that have members but no master (brokerId 0) true after a
+-- change of the group's addresses, so /metrics counts them with one SCARD.
+local function note_master(name)
+  if redis.call('HEXISTS', K.addrs(name), '0') == 1 or redis.call('EXISTS', K.addrs(name)) == 0 then
+    redis.call('SREM', K.masterless(), name)
+  else
+    redis.call('SADD', K.masterless(), name)
+  end
+end
+
 -- The group has no address left: it goes from the cluster and from every topic.
 local function remove_group(name)
   touch_group(name)
   drop_queues(name, redis.call('HKEYS', K.broker_topics(name)))
   local cluster = redis.call('HGET', K.broker(name), 'cluster')
   redis.call('DEL', K.broker(name), K.addrs(name), K.broker_topics(name))
+  redis.call('SREM', K.masterless(), name)
   if cluster then
     leave_cluster(cluster, name)
   end
@@ -262,6 +274,8 @@ local function detach(name, addr)
   end
   if removed and redis.call('HLEN', K.addrs(name)) == 0 then
     remove_group(name)
+  elseif removed then
+    note_master(name)
   end
   return removed
 end

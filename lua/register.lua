@@ -70,6 +70,7 @@ if old_addr ~= addr then
   redis.call('HSET', K.addrs(name), id, addr)
   touch_group(name)
 end
+note_master(name)
 if not old_addr then
   register_first = true
 elseif old_addr ~= addr then

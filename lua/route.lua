@@ -4,7 +4,7 @@
 -- KEYS[1] version counter
 -- ARGV[1] topic
 -- ARGV[2] '1' to attach orderTopicConf from the KV namespace ORDER_TOPIC_CONFIG
--- Returns {version, body, names}: body is the route as API.md's JSON (queueDatas and
+-- Returns {version, body, names}: body is the route as docs/api.md's JSON (queueDatas and
 --   brokerDatas by brokerName, brokerAddrs by brokerId), or false when the topic has no
 --   route (TOPIC_NOT_EXIST); names are the broker groups it names.
 local topic = ARGV[1]

@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 from service.addresses import AddressList, PatternError
 
+from service.config import StartupError
+
 log = logging.getLogger(__name__)
 
 ROLES = ("broker", "admin")
@@ -57,6 +59,7 @@ def parse_credentials(text: str) -> tuple[list[tuple[str, str]], dict[str, KeyPa
         if len(parts) < 2 or parts[0] not in ROLES or not all(p.startswith(FROM) for p in limits):
             raise TokenFileError(f"line {number}: expected '<broker|admin> <token>' or "
                                  "'<broker|admin> <accessKey> <secretKey> [from=<address pattern> ...]'")
+        _no_placeholder(number, parts)
         if len(parts) == 2:
             tokens.append((parts[0], parts[1]))
             continue
@@ -66,6 +69,33 @@ def parse_credentials(text: str) -> tuple[list[tuple[str, str]], dict[str, KeyPa
             raise TokenFileError(f"line {number}: {e}") from None
         keys[parts[1]] = KeyPair(parts[0], parts[2], addresses)
     return tokens, keys
+
+
+# The shipped example secrets (k8s/secrets.yaml) start with it: public, so never credentials.
+PLACEHOLDER = "REPLACE-ME"
+
+
+def _no_placeholder(number: int, parts: list[str]) -> None:
+    names = ("token",) if len(parts) == 2 else ("access key", "secret key")
+    for name, value in zip(names, parts[1:]):
+        if value.startswith(PLACEHOLDER):
+            raise TokenFileError(f"line {number}: the {parts[0]} {name} is a placeholder ({PLACEHOLDER}-...): replace it")
+
+
+def check_tokens_file(path: str) -> None:
+    """At start, RMQ_AUTH_TOKENS_FILE must be readable and hold credentials, none of them a
+    placeholder; later, while serving, a broken file refuses everyone instead (fail closed)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeError) as exc:
+        raise StartupError(f"RMQ_AUTH_TOKENS_FILE={path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        tokens, keys = parse_credentials(text)
+    except TokenFileError as exc:
+        raise StartupError(f"RMQ_AUTH_TOKENS_FILE={path}: {exc}") from None
+    if not tokens and not keys:
+        raise StartupError(f"RMQ_AUTH_TOKENS_FILE={path}: no credentials in it (an empty Secret?)")
 
 
 def parse_tokens(text: str) -> list[tuple[str, str]]:

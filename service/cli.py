@@ -6,8 +6,12 @@ import argparse
 import asyncio
 import sys
 
+import logging
+
 from service import logs
-from service.config import Settings, from_env
+from service.config import Settings, StartupError, from_env
+
+log = logging.getLogger("service")
 
 
 def _serve(settings: Settings) -> int:
@@ -19,7 +23,11 @@ def _serve(settings: Settings) -> int:
         uvloop.install()
     except ImportError:  # optional: the stock loop works, only slower
         pass
-    asyncio.run(serve(create_app(settings), settings))
+    try:
+        asyncio.run(serve(create_app(settings), settings))
+    except StartupError as exc:
+        log.critical("cannot start: %s", exc)
+        return 2
     return 0
 
 

@@ -10,6 +10,11 @@ from service.addresses import AddressList, PatternError
 from service.redis_cluster import names_several_hosts, parse_cluster_url
 
 
+class StartupError(Exception):
+    """The worker cannot start: one line naming the setting and its value (never a
+    secret's value), printed without a traceback before the worker exits non-zero."""
+
+
 def _bool(value: str) -> bool:
     v = value.strip().lower()
     if v in ("1", "true", "yes", "on"):
@@ -36,6 +41,7 @@ class Settings:
     scan_interval_ms: int = 5_000
     scan_batch: int = 1_000
     redis_timeout_ms: int = 1_000
+    redis_start_timeout_ms: int = 30_000
     max_body_bytes: int = 4 * 1024 * 1024
     order_message_enable: bool = False
     delete_topic_with_broker_registration: bool = False
@@ -84,6 +90,7 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_SCAN_INTERVAL_MS": ("scan_interval_ms", int),
     "RMQ_SCAN_BATCH": ("scan_batch", int),
     "RMQ_REDIS_TIMEOUT_MS": ("redis_timeout_ms", int),
+    "RMQ_REDIS_START_TIMEOUT_MS": ("redis_start_timeout_ms", int),
     "RMQ_MAX_BODY_BYTES": ("max_body_bytes", int),
     "RMQ_ORDER_MESSAGE_ENABLE": ("order_message_enable", _bool),
     "RMQ_DELETE_TOPIC_WITH_BROKER_REGISTRATION": ("delete_topic_with_broker_registration", _bool),

@@ -21,6 +21,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# The version of the key schema and of what the scripts in lua/ mean by each key. Raise it
+# with any change an older worker would misread or undo (a key renamed, a value's format
+# changed, a script relying on a key older scripts do not keep up to date); workers of
+# another version refuse to start on a Redis stamped with this one (service.startup).
+# Changes old and new workers can run side by side (new keys only the new code reads and
+# rebuilds, script fixes) keep it: see docs/upgrade.md.
+SCHEMA_VERSION = 1
+
 # KV namespace whose entries are attached to routes and returned to brokers.
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
@@ -127,6 +135,12 @@ class Keys:
         """HASH digest of an address's last full registration body -> brokerAddr (fast path)."""
         return f"{self.tag}:body-digests"
 
+    @property
+    def masterless(self) -> str:
+        """SET of broker names that have members but no master (brokerId 0), kept by the
+        scripts that change a group's addresses: what /metrics counts, with one SCARD."""
+        return f"{self.tag}:masterless"
+
     # -- KVConfig
     @property
     def kv_namespaces(self) -> str:
@@ -154,6 +168,13 @@ class Keys:
         """LIST of the latest change records, newest first, capped (lua/_lib.lua): what a
         worker that missed some on the channel replays."""
         return f"{self.tag}:changelog"
+
+    # -- upgrades
+    @property
+    def schema(self) -> str:
+        """STRING: the key schema version (``SCHEMA_VERSION``) of the workers that may use
+        these keys, written by the first worker to start (SET NX)."""
+        return f"{self.tag}:schema-version"
 
     # -- patterns for readers that scan (analytics)
     def pattern(self, kind: str) -> str:

@@ -48,6 +48,13 @@ class CoreCollector(Collector):
                                 value=stats.lag_ms)
         yield GaugeMetricFamily("rmq_live_brokers", "broker addresses with a deadline (all workers' view)", value=stats.live_brokers)
         yield GaugeMetricFamily("rmq_topics", "topics with at least one QueueData", value=stats.topics)
+        yield GaugeMetricFamily("rmq_broker_groups_without_master", "broker groups with members but no master (brokerId 0)",
+                                value=stats.groups_without_master)
+        groups = GaugeMetricFamily("rmq_cluster_broker_groups", "broker groups in each cluster (a cluster whose last "
+                                   "broker expired is gone from the tables, and from this gauge)", labels=["cluster"])
+        for cluster, n in stats.cluster_groups.items():
+            groups.add_metric([cluster], n)
+        yield groups
         yield CounterMetricFamily("rmq_scanner_passes", "expiry scanner passes", value=stats.passes)
         yield CounterMetricFamily("rmq_scanner_expired_brokers", "brokers this worker removed on expiry", value=stats.expired)
         yield CounterMetricFamily("rmq_scanner_failures", "scanner passes that failed", value=stats.failures)

@@ -1,4 +1,4 @@
-"""Request documents and their validation (API.md field names).
+"""Request documents and their validation (docs/api.md field names).
 
 Names (cluster, broker name, topic, KV namespace and key) are any non-empty string up to
 a length limit, as a NameServer takes them (RocketMQ's default broker name is the host

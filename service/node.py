@@ -3,8 +3,9 @@ read cache, the registry, the expiry scanner, their background tasks and the met
 registry. The protocol fronts (``service.http``, ``service.remoting``) are each handed a
 Node and use only it; ``service.worker`` composes a Node with the fronts and runs them.
 
-Start: scripts loaded (a Redis that is down at start is not fatal: readiness answers 503
-until it returns), then the scanner, the cache's version poll and change listener.
+Start: the secrets checked, Redis waited for (at most RMQ_REDIS_START_TIMEOUT_MS), its
+scripts loaded and its key schema stamp checked (``service.startup``: any failure a
+one-line ``StartupError``), then the scanner, the cache's version poll and change listener.
 Stop: ``begin_stopping`` first (not ready any more; long polls answer at once), then
 ``stop`` cancels the background tasks and closes Redis.
 """
@@ -21,6 +22,7 @@ from service.config import Settings
 from service.metrics import CoreCollector
 from service.registry import Registry
 from service.scanner import Scanner
+from service.startup import check_secrets, connect
 from service.store import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -45,17 +47,19 @@ class Node:
 
     async def start(self) -> None:
         settings = self.settings
+        check_secrets(settings)
         if not settings.auth_tokens_file:
             log.warning("authentication is off (RMQ_AUTH_TOKENS_FILE unset): anyone who reaches this port may change routes")
         if settings.embedded:
             log.warning("no REDIS_URL: running on an embedded in-process store "
                         "(single process, NOT durable: everything is lost on exit)")
         try:
-            await self.store.load_scripts()
+            await connect(self.store, settings)
             indexed = await self.store.run("topic_index_sync", [])
             if indexed:
                 log.info("indexed %d topics by name (first start after an upgrade)", indexed)
-        except StoreUnavailable as e:
+            await self.store.run("masterless_sync", [])
+        except StoreUnavailable as e:  # it answered a moment ago: serve, 503 until it is back
             log.warning("Redis unavailable at start (%s); serving 503 until it returns", e)
         self._tasks = [
             asyncio.create_task(self.scanner.run(), name="expiry-scanner"),

@@ -48,7 +48,7 @@ class Route:
     """A topic's route as one version of the tables saw it, encoded by route.lua."""
 
     version: int
-    body: bytes | None  # API.md's JSON; None: TOPIC_NOT_EXIST
+    body: bytes | None  # docs/api.md's JSON; None: TOPIC_NOT_EXIST
     groups: list[str]  # the broker groups it names: a change to any of them may change it
 
     @property

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from service.registry import Registry
 from service.store import StoreUnavailable
@@ -26,6 +26,8 @@ class ScanStats:
     lag_ms: int = 0  # how long past its deadline the most overdue broker was at the last pass
     live_brokers: int = 0  # addresses with a deadline, at the last pass
     topics: int = 0
+    groups_without_master: int = 0
+    cluster_groups: dict[str, int] = field(default_factory=dict)  # cluster -> broker groups in it
 
 
 class Scanner:
@@ -49,13 +51,18 @@ class Scanner:
         return [a.decode() if isinstance(a, bytes) else a for a in raw]
 
     async def observe_tables(self) -> None:
-        """The gauges of /metrics: scanner lag, live brokers, topics (three cheap reads a pass)."""
+        """The gauges of /metrics: scanner lag, live brokers, topics, groups without a master,
+        broker groups per cluster (a few reads a pass: one more per cluster, not per group)."""
         keys, redis = self.store.keys, self.store.redis
         oldest = await self.store.call(redis.zrange(keys.expiry, 0, 0, withscores=True))
         now = await self.now_ms()
         self.stats.lag_ms = max(0, now - int(oldest[0][1])) if oldest else 0
         self.stats.live_brokers = await self.store.call(redis.zcard(keys.expiry))
         self.stats.topics = await self.store.call(redis.scard(keys.topics))
+        self.stats.groups_without_master = await self.store.call(redis.scard(keys.masterless))
+        clusters = sorted(c.decode() for c in await self.store.call(redis.smembers(keys.clusters)))
+        sizes = await asyncio.gather(*(self.store.call(redis.scard(keys.cluster(c))) for c in clusters))
+        self.stats.cluster_groups = dict(zip(clusters, sizes))
 
     async def scan_once(self) -> int:
         """One pass; returns how many brokers this worker removed."""

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 SCRIPTS = (
     "register", "register_unchanged", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
     "kv_put", "kv_delete", "register_topic", "channel_closed", "route", "cluster_info", "topic_lists",
-    "live_brokers", "topic_summary", "changes_since", "topic_index_sync",
+    "live_brokers", "topic_summary", "changes_since", "topic_index_sync", "masterless_sync",
 )
 # Scripts that only read: every other one writes, and with RMQ_REDIS_MIN_REPLICAS waits for replicas.
 READ_SCRIPTS = frozenset({"route", "cluster_info", "topic_lists", "live_brokers", "topic_summary", "changes_since"})

@@ -3,7 +3,9 @@ protocol fronts on it, the HTTP API (``service.http``) and RocketMQ's remoting p
 (``service.remoting``). Neither front knows the other; this module wires both to the
 same Node and decides the order things start and stop in.
 
-Start: the Node (scripts, scanner, cache), then the remoting server. On SIGTERM (or
+Start: the Node (secrets, Redis, scripts, scanner, cache), then the remoting server, then
+the HTTP port; a failure of any of them (a port in use, ...) stops what had started and
+is a one-line ``StartupError`` naming the setting. On SIGTERM (or
 SIGINT) the worker first answers /readyz with 503 for the drain period (RMQ_DRAIN_MS),
 so a load balancer takes it out while it still serves; then it stops accepting HTTP, lets
 in-flight requests finish (long polls are answered at once), stops the remoting server,
@@ -13,13 +15,14 @@ then the Node (scanner, cache tasks, Redis), and exits 0.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable
 
 from aiohttp import web
 
-from service.config import Settings
+from service.config import Settings, StartupError
 from service.http.app import create_app as create_http_app
 from service.http.context import NODE
 from service.node import Node
@@ -43,9 +46,18 @@ def create_app(settings: Settings, store: Store | None = None) -> web.Applicatio
     return app
 
 
+def listen_error(setting: str, host: str, port: int, exc: OSError) -> StartupError:
+    reason = "address already in use" if exc.errno == errno.EADDRINUSE else str(exc)
+    return StartupError(f"{setting}={port}: cannot listen on {host}:{port} ({reason})")
+
+
 async def _run_node(app: web.Application) -> AsyncIterator[None]:
     node = app[NODE]
-    await node.start()
+    try:
+        await node.start()
+    except BaseException:
+        await node.stop()  # what had started (the Redis client) stops with it
+        raise
     try:
         yield
     finally:
@@ -64,7 +76,10 @@ def install_remoting(app: web.Application, host: str, port: int) -> None:
     app[REMOTING] = server
 
     async def remoting(app: web.Application) -> AsyncIterator[None]:
-        await server.start()
+        try:
+            await server.start()
+        except OSError as exc:
+            raise listen_error("RMQ_REMOTING_PORT", host, port, exc) from None
         try:
             yield
         finally:
@@ -73,20 +88,44 @@ def install_remoting(app: web.Application, host: str, port: int) -> None:
     app.cleanup_ctx.append(remoting)
 
 
+async def _unless_stopped(step: Awaitable[None], stop: asyncio.Event) -> bool:
+    """Runs ``step`` unless ``stop`` is set first, then cancels it: whether it completed
+    (its exception, a ``StartupError`` say, raised as it is)."""
+    task = asyncio.ensure_future(step)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task})
+        return False
+    task.result()
+    return True
+
+
 async def serve(app: web.Application, settings: Settings) -> None:
-    """Runs a worker made by ``create_app`` until SIGTERM or SIGINT, then stops it gracefully."""
+    """Runs a worker made by ``create_app`` until SIGTERM or SIGINT, then stops it
+    gracefully; raises ``StartupError`` when it cannot start, after stopping what had."""
     runner = web.AppRunner(app, handle_signals=False, access_log=None,
                            shutdown_timeout=settings.shutdown_timeout_ms / 1000)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
-    await site.start()
-    log.info("serving on http://%s:%s", settings.host, settings.port)
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
+        # a worker told to stop while it waits for Redis at start stops, instead of
+        # waiting out RMQ_REDIS_START_TIMEOUT_MS
+        if not await _unless_stopped(runner.setup(), stop):
+            log.info("stop requested while starting")
+            return
+        site = web.TCPSite(runner, settings.host, settings.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise listen_error("RMQ_PORT", settings.host, settings.port, exc) from None
+        log.info("serving on http://%s:%s", settings.host, settings.port)
         await stop.wait()
         log.info("stop requested: not ready from now, draining for %d ms", settings.drain_ms)
         app[NODE].begin_stopping()

@@ -34,12 +34,12 @@ def http_status(url: str, timeout_s: float = 5) -> int:
         return e.code
 
 
-def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def start(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
     environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("RMQ_")}
     # RocketMQ's port off unless a test asks: several workers on one machine would collide on 9876
     environ["RMQ_REMOTING_PORT"] = "0"
     environ.update(env or {})
-    return subprocess.Popen(args, cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(args, cwd=cwd, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def console_script(name: str) -> str:

@@ -20,10 +20,13 @@ def _s(v: bytes | str) -> str:
 
 
 def snapshot(r: redis.Redis, keys: Keys = Keys()) -> dict[str, Any]:
-    """Every table key and its content (live rows without their timestamps, which move)."""
+    """Every table key and its content (live rows without their timestamps, which move);
+    the key schema stamp is no table."""
     out: dict[str, Any] = {}
     for raw in r.scan_iter(match=f"{keys.tag}:*", count=1000):
         key = _s(raw)
+        if key == keys.schema:
+            continue
         kind = _s(r.type(key))
         if kind == "set":
             out[key] = sorted(_s(m) for m in r.smembers(key))
@@ -47,6 +50,7 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
     - every topic has at least one QueueData
     - every address of a BrokerData has its identity row (for expiry) and a deadline
     - every live row and every filter list belongs to an address of some BrokerData
+    - the groups-without-master set lists exactly the BrokerData without a brokerId 0
     """
     bad: list[str] = []
     t = keys.tag
@@ -85,6 +89,10 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
                 bad.append(f"address {addr} ({name}/{bid}) has identity row {member}")
             if r.zscore(keys.expiry, addr) is None:
                 bad.append(f"address {addr} ({name}) has no deadline")
+    masterless = {decode_name(_s(raw)[len(f"{t}:addrs:"):]) for raw in r.scan_iter(match=f"{t}:addrs:*")
+                  if not r.hexists(raw, "0")}
+    if masterless != smembers(keys.masterless):
+        bad.append(f"groups without master {sorted(masterless)}, listed as {sorted(smembers(keys.masterless))}")
     for raw in r.scan_iter(match=f"{t}:addrs:*"):
         name = decode_name(_s(raw)[len(f"{t}:addrs:"):])
         if not r.exists(keys.broker(name)):

@@ -134,8 +134,12 @@ async def test_tokens_rotate_without_restart(make_client, tokens_file: Path, mon
     assert (await client.get("/v1/kv/ns", headers=bearer("rotated-admin-token-with-a-new-length"))).status in (200, 404)
 
 
-async def test_unreadable_tokens_file_refuses_everyone(make_client, tmp_path: Path) -> None:
-    client = await make_client(auth_tokens_file=str(tmp_path / "missing"))
+async def test_a_tokens_file_gone_unreadable_while_serving_refuses_everyone(make_client, tokens_file: Path) -> None:
+    # (at start an unreadable file stops the worker: tests/test_startup_failures.py)
+    client = await make_client(auth_tokens_file=str(tokens_file))
+    assert (await client.post("/v1/brokers/register", json=REG, headers=bearer(ADMIN))).status == 200
+    tokens_file.unlink()
+    await asyncio.sleep(1.1)  # the file is looked at once a second at most
     assert (await client.post("/v1/brokers/register", json=REG, headers=bearer(ADMIN))).status == 401
 
 
@@ -149,6 +153,12 @@ def test_token_file_lines_are_role_and_token() -> None:
 def test_token_file_lines_with_three_fields_are_key_pairs() -> None:
     tokens, keys = parse_credentials("broker t1\nbroker bk bs\nadmin ak as # for mqadmin\n")
     assert tokens == [("broker", "t1")] and keys == {"bk": ("broker", "bs", None), "ak": ("admin", "as", None)}
+
+
+def test_a_placeholder_credential_is_no_credential() -> None:
+    for line in ("admin REPLACE-ME-admin-token", "broker REPLACE-ME-ak sk", "broker ak REPLACE-ME-sk"):
+        with pytest.raises(TokenFileError, match="placeholder"):
+            parse_credentials(f"broker real-token\n{line}\n")
 
 
 def test_broken_token_file_fails_closed(tmp_path: Path) -> None:
@@ -175,7 +185,7 @@ def test_key_pairs_are_re_read_on_change_and_fail_closed(tmp_path: Path) -> None
 
 async def test_redis_with_a_password_is_reached_through_the_url(aiohttp_client) -> None:
     from service.worker import create_app
-    from service.config import Settings
+    from service.config import Settings, StartupError
     from tests.redis_server import RedisServer
 
     server = RedisServer(None, "--requirepass", "s3cret")
@@ -183,8 +193,12 @@ async def test_redis_with_a_password_is_reached_through_the_url(aiohttp_client) 
     try:
         good = await aiohttp_client(create_app(Settings(redis_url=f"redis://:s3cret@127.0.0.1:{server.port}/0")))
         await register(good, registration())
-        bad = await aiohttp_client(create_app(Settings(redis_url=f"redis://:wrong@127.0.0.1:{server.port}/0")))
-        assert (await bad.get("/v1/routes/TopicTest")).status == 503
+        # a wrong password stops a worker at start, the password named, not shown
+        bad_url = f"redis://:wrong-one@127.0.0.1:{server.port}/0"
+        with pytest.raises(StartupError) as refused:
+            await aiohttp_client(create_app(Settings(redis_url=bad_url, redis_start_timeout_ms=0)))
+        assert f"REDIS_URL=redis://:***@127.0.0.1:{server.port}/0" in str(refused.value)
+        assert "wrong-one" not in str(refused.value)
     finally:
         server.cleanup()
 

@@ -99,7 +99,7 @@ async def test_too_many_topics_in_one_registration_is_rejected(make_client, r: r
     client = await make_client(max_topics_per_registration=5)
     resp = await client.post("/v1/brokers/register", json=registration(topics=[f"T{i}" for i in range(6)]))
     assert resp.status == 400
-    assert r.dbsize() == 0
+    assert snapshot(r) == {}
 
 
 @pytest.mark.parametrize("topic,fields,reason", SKIPPED_TOPICS.values(), ids=SKIPPED_TOPICS.keys())
@@ -208,4 +208,4 @@ async def test_braces_in_names_reach_their_handler(client: TestClient, path: str
 async def test_every_address_port_is_range_checked(client: TestClient, r: redis.Redis, field: str, value) -> None:
     resp = await client.post("/v1/brokers/register", json={**registration(), field: value})
     assert resp.status == 400
-    assert r.dbsize() == 0
+    assert snapshot(r) == {}

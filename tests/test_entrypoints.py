@@ -1,4 +1,4 @@
-"""The commands of API.md "Running", as real processes."""
+"""The commands of docs/api.md "Running", as real processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Horizontal proof on this machine (issue 4, item 4).
+"""Horizontal proof on this machine.
 
 Three real worker processes on one real redis-server, behind a round-robin TCP load balancer
 (tests/balancer.py, standing in for nginx/a Kubernetes Service): routes registered through the

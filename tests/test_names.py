@@ -1,4 +1,4 @@
-"""Names as RocketMQ takes them (issue 13): any non-empty string within the length limits,
+"""Names as RocketMQ takes them: any non-empty string within the length limits,
 escaped in Redis keys so that no two names share a key; and one topic config the registry
 cannot store skips that topic, not the registration."""
 

@@ -1,4 +1,4 @@
-"""Registration: every rule of DESIGN.md part 1, one test each."""
+"""Registration: every rule of docs/design.md part 1, one test each."""
 
 from __future__ import annotations
 

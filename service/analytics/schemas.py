@@ -3,7 +3,7 @@
 One schema per table kind; the key of a row is ``{<prefix>}:<kind>:<rest>`` and the key
 column (``key``) receives ``<rest>``, exactly as spark-redis's ``keys.pattern`` +
 ``key.column`` does. The field names and meanings are the ones the registry's Lua scripts
-write (DESIGN.md part 3, ``service/keys.py``). Both readers type the rows with these
+write (docs/design.md part 3, ``service/keys.py``). Both readers type the rows with these
 schemas, so spark-redis and the built-in reader give identical DataFrames. Names in a key
 are escaped (``service/keys.py`` ``encode_name``; addresses are not), so the jobs take
 broker names and topics from the row's fields, never from its key.

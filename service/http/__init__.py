@@ -1,1 +1,1 @@
-"""The HTTP front: API.md over aiohttp, on a worker's Node (service.node)."""
+"""The HTTP front: docs/api.md over aiohttp, on a worker's Node (service.node)."""

@@ -1,4 +1,4 @@
-"""The HTTP front's application factory: an aiohttp app serving API.md on a worker's Node.
+"""The HTTP front's application factory: an aiohttp app serving docs/api.md on a worker's Node.
 
 No aiohttp middleware: every route's handler is wrapped once instead (service.http.observe
 says why). The app does not own the Node's lifetime: service.worker starts and stops it.

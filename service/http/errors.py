@@ -1,4 +1,4 @@
-"""API errors: every non-2xx answer is {"error": CODE, "message": text} (API.md)."""
+"""API errors: every non-2xx answer is {"error": CODE, "message": text} (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
              guard: Guard | None = None) -> Handler:
     """`handler` giving every request an id (the caller's X-Request-Id, or a new one) for
     the log lines written for it and for the answer; checking `guard` first; answering
-    errors as API.md's JSON; and counting the request under (`method`, `route`) and its
+    errors as docs/api.md's JSON; and counting the request under (`method`, `route`) and its
     status, with its latency. Method "*" counts each request under its own method."""
     slot = tally.labelled(method, route) if method != "*" else None
     perf_counter = time.perf_counter

@@ -1,4 +1,4 @@
-"""The HTTP contract (API.md) as an OpenAPI 3 document, served at /v1/openapi.json.
+"""The HTTP contract (docs/api.md) as an OpenAPI 3 document, served at /v1/openapi.json.
 
 Request schemas come from the pydantic models that validate them, so the document
 cannot drift from what the service accepts.

@@ -1,4 +1,4 @@
-"""The HTTP front's route table: every path of API.md, its handler and the role it needs."""
+"""The HTTP front's route table: every path of docs/api.md, its handler and the role it needs."""
 
 from __future__ import annotations
 

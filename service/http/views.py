@@ -1,4 +1,4 @@
-"""The HTTP front's handlers, one per endpoint of API.md; service.http.routes maps paths
+"""The HTTP front's handlers, one per endpoint of docs/api.md; service.http.routes maps paths
 to them. Each works on the worker's core through service.http.context."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The model (``build_model``) is plain Python, so a test computes the figures it expects
 from it independently of Spark. ``write_model`` writes it with redis-py following the key
-schema (DESIGN.md part 3, ``service/keys.py``) exactly as the registry's scripts leave it:
+schema (docs/design.md part 3, ``service/keys.py``) exactly as the registry's scripts leave it:
 row hashes (live with a key TTL, member, broker, queue), the SETs, ``addrs:<name>``,
 the expiry ZSET and the KV namespace ORDER_TOPIC_CONFIG. When the registry's HTTP API is
 in, seeding can go through it instead; the model stays the source of the expected figures.

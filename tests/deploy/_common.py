@@ -12,7 +12,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 K8S = ROOT / "k8s"
 
-# Operational endpoints promised by shared/API.md ("Operations").
+# Operational endpoints promised by docs/api.md ("Operations").
 API_MD_OPERATION_PATHS = {"/healthz", "/readyz", "/metrics", "/v1/openapi.json"}
 
 

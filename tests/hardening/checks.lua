@@ -65,6 +65,13 @@ end
 for _, key in ipairs(redis.call('KEYS', T .. ':addrs:*')) do
   local name = name_in(key, 'addrs')
   if redis.call('EXISTS', T .. ':broker:' .. enc(name)) == 0 then add('addresses of ' .. name .. ' without BrokerData') end
+  local listed = redis.call('SISMEMBER', T .. ':masterless', name) == 1
+  if listed == (redis.call('HEXISTS', key, '0') == 1) then
+    add('group ' .. name .. (listed and ' has a master but is' or ' has no master but is not') .. ' listed without master')
+  end
+end
+for _, name in ipairs(redis.call('SMEMBERS', T .. ':masterless')) do
+  if redis.call('EXISTS', T .. ':addrs:' .. enc(name)) == 0 then add('group ' .. name .. ' listed without master is gone') end
 end
 
 local topics = set_of(T .. ':topics')

@@ -343,7 +343,7 @@ def test_bad_names_in_paths_change_nothing(target: Target, name: str) -> None:
 @pytest.mark.parametrize("field", ["haServerAddr", "filterServerList"])
 @pytest.mark.parametrize("addr", ["10.0.0.5:0", "10.0.0.5:65536", "10.0.0.5:99999"])
 def test_ports_of_every_address_are_range_checked(target: Target, field: str, addr: str) -> None:
-    """API.md: broker addresses are host:port. brokerAddr's port must be 1..65535; the same
+    """docs/api.md: broker addresses are host:port. brokerAddr's port must be 1..65535; the same
     must hold for haServerAddr and filter servers (service/models.py checks brokerAddr only)."""
     from tests.builders import registration
 

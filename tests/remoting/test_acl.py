@@ -3,6 +3,7 @@ valid signature from a key pair of the tokens file, with a role that allows them
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -182,9 +183,14 @@ async def test_reads_are_open_or_signed_as_rmq_auth_reads_says(secured: Any) -> 
     assert (await strict.call(route("TopicTest"))).code == codes.SYSTEM_ERROR
 
 
-async def test_an_unreadable_tokens_file_refuses_every_signed_request(secured: Any, tmp_path: Path,
-                                                                      r: redis.Redis) -> None:
-    rmq = await secured(tokens_file=tmp_path / "missing")
+async def test_a_tokens_file_gone_unreadable_refuses_every_signed_request(secured: Any, tokens: Path, tmp_path: Path,
+                                                                          r: redis.Redis) -> None:
+    # (at start, an unreadable file stops the worker: tests/test_startup_failures.py)
+    going = tmp_path / "going"
+    going.write_bytes(tokens.read_bytes())
+    rmq = await secured(tokens_file=going)
+    going.unlink()
+    await asyncio.sleep(1.1)  # the file is looked at once a second at most
     answer = await rmq.call(signed(register(registration()), *ADMIN_KEY))
     assert (answer.code, answer.remark) == (codes.SYSTEM_ERROR, REFUSED + "No acl config for ak")
     assert snapshot(r) == {}

@@ -13,10 +13,11 @@ import redis
 from service.remoting import codec, codes
 from service.worker import REMOTING
 from tests.builders import registration
-from tests.redis_server import free_port
+from tests.redis_server import RedisServer
 from tests.remoting.client import RemotingClient, request
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import identity, refreshed, register, route
+from tests.tables import snapshot
 
 
 async def test_oneway_heartbeat_gets_no_reply(rmq: RemotingClient, r: redis.Redis) -> None:
@@ -55,7 +56,7 @@ async def test_missing_header(rmq: RemotingClient, r: redis.Redis) -> None:
     del cmd.ext_fields["brokerAddr"]
     answer = await rmq.call(cmd)
     assert (answer.code, answer.remark) == (codes.SYSTEM_ERROR, "the custom field <brokerAddr> is null")
-    assert r.keys("*") == []
+    assert snapshot(r) == {}
 
 
 async def test_oversized_frame_closes_only_that_connection(worker: Worker, rmq: RemotingClient, r: redis.Redis) -> None:
@@ -64,7 +65,7 @@ async def test_oversized_frame_closes_only_that_connection(worker: Worker, rmq: 
     await rmq.send_raw(struct.pack(">i", codec.MAX_LENGTH + 1) + b"\x00" * 16)
     assert await rmq.closed()
     assert (await other.call(route("TopicTest"))).code == codes.TOPIC_NOT_EXIST
-    assert r.keys("*") == []
+    assert snapshot(r) == {}
     await other.close()
 
 
@@ -141,24 +142,30 @@ async def test_response_frames_are_ignored(rmq: RemotingClient) -> None:
 
 
 @pytest.mark.parametrize("kind", ["refused", "silent"])
-async def test_store_unavailable(make_worker, kind: str) -> None:
-    if kind == "refused":
-        url = f"redis://127.0.0.1:{free_port()}/0"
-        silent = None
-    else:  # accepts connections and never answers: every call runs into the timeout
-        silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-        url = f"redis://127.0.0.1:{silent.sockets[0].getsockname()[1]}/0"
+async def test_store_unavailable(make_worker, redis_url: str, kind: str) -> None:
+    # a worker that started on a working Redis (it does not start without one), then:
+    own = RedisServer()
+    own.start()
+    url = own.url if kind == "refused" else redis_url
     worker: Worker = await make_worker(redis_url=url, redis_timeout_ms=300)
     rmq = await RemotingClient.connect(worker.port)
-    for cmd in (route("T"), register(), request(codes.GET_KV_CONFIG, {"namespace": "N", "key": "k"})):
-        started = time.monotonic()
-        answer = await rmq.call(cmd, timeout=5)
-        assert time.monotonic() - started < 2.5
-        assert answer.code == codes.SYSTEM_ERROR
-        assert "store is unavailable" in answer.remark
-    await rmq.close()
-    if silent is not None:
-        silent.close()
+    admin = redis.Redis.from_url(redis_url)
+    if kind == "refused":  # Redis gone: connections refused
+        own.stop()
+    else:  # Redis accepts and never answers: every call runs into the timeout
+        admin.execute_command("CLIENT", "PAUSE", 4000, "ALL")
+    try:
+        for cmd in (route("T"), register(), request(codes.GET_KV_CONFIG, {"namespace": "N", "key": "k"})):
+            started = time.monotonic()
+            answer = await rmq.call(cmd, timeout=5)
+            assert time.monotonic() - started < 2.5
+            assert answer.code == codes.SYSTEM_ERROR
+            assert "store is unavailable" in answer.remark
+    finally:
+        admin.execute_command("CLIENT", "UNPAUSE")
+        admin.close()
+        await rmq.close()
+        own.cleanup()
 
 
 async def test_stopping_the_app_closes_connections(make_worker, r: redis.Redis) -> None:
