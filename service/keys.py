@@ -70,7 +70,11 @@ class Keys:
 
     # -- brokerAddrTable
     def broker(self, name: str) -> str:
-        """HASH row: cluster, brokerName."""
+        """HASH row: cluster, brokerName; and for the scripts: queuesIntact (every QueueData
+        its master registered is in place), topicsGen (the generation of broker_topics a
+        worker's copy may be diffed against; absent: none is), staging (a staged first
+        registration is under way, lua/register_stage.lua: readers skip the group).
+        A group with no cluster field is not registered yet."""
         return f"{self.tag}:broker:{encode_name(name)}"
 
     def addrs(self, name: str) -> str:
@@ -126,6 +130,12 @@ class Keys:
     def body_digests(self) -> str:
         """HASH digest of an address's last full registration body -> brokerAddr (fast path)."""
         return f"{self.tag}:body-digests"
+
+    @property
+    def topics_gen(self) -> str:
+        """STRING counter: each broker_topics state a worker may copy gets the next value
+        (broker row's topicsGen), so a copy is never mistaken for a later state."""
+        return f"{self.tag}:topics-gen"
 
     # -- KVConfig
     @property
