@@ -32,8 +32,16 @@ OFF_LOOP_MIN = 2_000
 T = TypeVar("T")
 
 
+def body_weight(nbytes: int) -> int:
+    """A request body's size in topic configs, at most (each takes 16 bytes and more, even
+    compressed): what ``off_loop`` weighs."""
+    return nbytes // 16
+
+
 async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in a thread when `size` (topics, bytes / 10) is large, else here."""
+    """``fn(*args)`` in a thread when `size` (topic configs) is large, else here. The GIL
+    still runs one thread at a time, but switches every few ms, so the loop's reads wait
+    that long instead of the whole job."""
     if size >= OFF_LOOP_MIN:
         return await asyncio.to_thread(fn, *args)
     return fn(*args)

@@ -66,6 +66,9 @@ class Registry:
         self.operations: Counter[str] = Counter()  # applied changes by script (for /metrics)
         self.skipped_topics: Counter[str] = Counter()  # topic configs left out, by reason (for /metrics)
         self.copies = registration.Copies()  # big groups' stored fingerprints, to send only what differs
+        # registrations by how they went: 'diff' (only what differs from a copy), 'stale' (a
+        # copy found out of date), 'staged' (a new group's, in slices), 'full' (for /metrics)
+        self.register_paths: Counter[str] = Counter()
 
     async def _change(self, script: str, args: Sequence[str | int | bytes]) -> list[Any]:
         result = await self.store.run(script, args)
@@ -131,13 +134,16 @@ class Registry:
                 fresh = held if not changed and not (absent and rewritten and delete_absent) else \
                     await registration.off_loop(size, registration.after, held, changed, absent, rewritten, delete_absent)
                 self.copies.put(name, _s(result[7]), fresh)
+                self.register_paths["diff"] += 1
                 return self._answer(*result[2:6])
+            self.register_paths["stale"] += 1
             self.copies.drop(name)  # out of date: the whole table goes
             copy = None
         flat = await registration.off_loop(size, lambda: orjson.dumps(registration.flat(fps)))
         result = await self._change("register", head + [flat, *tail, "full", "", b"[]"])
         if master:
             self.copies.put(name, _s(result[7]), fps)
+        self.register_paths["full"] += 1
         return self._answer(*result[2:6])
 
     async def _stage(self, name: str, fps: dict[str, str]) -> tuple[str, dict[str, str]] | None:
@@ -162,7 +168,7 @@ class Registry:
             result = await self._change("register_stage", [name, generation, orjson.dumps(registration.flat(dict(part)))])
             if _s(result[1]) != "staged":
                 return None
-        self.operations["register_staged"] += 1
+        self.register_paths["staged"] += 1
         return generation, fps
 
     def _report_skipped(self, req: RegisterRequest) -> None:

@@ -30,6 +30,7 @@ from service.models import (
     valid_name,
     validated,
 )
+from service.registration import body_weight, off_loop
 from service.registry import Registry
 from service.store import StoreUnavailable
 
@@ -47,7 +48,10 @@ def ok() -> web.Response:
 
 async def read_json(request: web.Request) -> dict[str, Any]:
     """The body's JSON object; anything malformed is a 400 before any change."""
-    body = await request.read()
+    return json_object(await request.read())
+
+
+def json_object(body: bytes) -> dict[str, Any]:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as e:
@@ -92,9 +96,13 @@ async def register_broker(request: web.Request) -> web.Response:
     answer = await registry(request).register_unchanged(digest)
     if answer is not None:
         return json_response(answer)
-    # aiohttp keeps the body read above, so parsing it reads nothing twice
-    req = validate(request, RegisterRequest, await read_json(request))
+    # big bodies are read and checked in a thread, so the loop answers reads meanwhile
+    req = await off_loop(body_weight(len(body)), register_request, request, body)
     return json_response(await registry(request).register(req, digest=digest))
+
+
+def register_request(request: web.Request, body: bytes) -> RegisterRequest:
+    return validate(request, RegisterRequest, json_object(body))
 
 
 async def heartbeat(request: web.Request) -> web.Response:

@@ -38,6 +38,7 @@ from service.models import (
     validated,
 )
 from service.node import Node
+from service.registration import body_weight, off_loop
 from service.registry import Registry
 from service.auth import TokenFile
 from service.remoting import acl, bodies, codes
@@ -190,6 +191,13 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     crc = long_field(cmd, "bodyCrc32", required=False) or 0
     if crc != 0 and crc != bodies.crc32(cmd.body):
         return fail(cmd, codes.SYSTEM_ERROR, "crc32 not match")
+    # a 10,000-topic body takes tens of ms to read and check: in a thread when big, so the
+    # event loop answers route reads meanwhile
+    req = await off_loop(body_weight(len(cmd.body)), register_request, ctx, cmd, data)
+    return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
+
+
+def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> RegisterRequest:
     try:
         if cmd.version >= codes.V3_0_11:
             doc = (bodies.register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version)
@@ -206,8 +214,7 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     data["topicConfigSerializeWrapper"] = doc.get("topicConfigSerializeWrapper")
     if "filterServerList" in doc:
         data["filterServerList"] = doc["filterServerList"] if doc["filterServerList"] is not None else []
-    req = validate(ctx, RegisterRequest, data)
-    return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
+    return validate(ctx, RegisterRequest, data)
 
 
 def registration_answer(cmd: Command, result: dict[str, Any]) -> Command:
