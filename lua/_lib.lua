@@ -84,6 +84,8 @@ local function touch_topic(topic)
   end
 end
 local function touch_group(name) touch('g:' .. name) end
+-- topics new to the tables got routes: only TOPIC_NOT_EXIST answers can be wrong now
+local function touch_new_topics() touch('-') end
 
 -- Every topic of `topics`: past the cap the record is a flush anyway, so a first
 -- registration of 10,000 topics builds no tag for each.

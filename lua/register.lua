@@ -112,8 +112,25 @@ if id == '0' then
   if staged then
     redis.call('HDEL', K.broker(name), 'staging')
     local topics = redis.call('HKEYS', K.broker_topics(name))
-    unstage_topics(topics)
-    touch_topics(topics)
+    -- topics new to the tables had no route, so only their TOPIC_NOT_EXIST answers go
+    -- (one tag); those another group serves already are tagged one by one
+    local new, shared = {}, {}
+    if staging_somewhere() then
+      for i = 1, #topics, SLICE do
+        local last = math.min(i + SLICE - 1, #topics)
+        local staged_ = redis.call('SMISMEMBER', K.staged_topics(), unpack(topics, i, last))
+        for j = i, last do
+          if staged_[j - i + 1] == 1 then new[#new + 1] = topics[j] else shared[#shared + 1] = topics[j] end
+        end
+      end
+    else
+      shared = topics
+    end
+    unstage_topics(new)
+    if #new > 0 then
+      touch_new_topics()
+    end
+    touch_topics(shared)
     touch_group(name)
   end
   local known = {}

@@ -173,3 +173,23 @@ async def test_a_staging_that_never_published_is_invisible_and_removed_by_the_ne
     assert not any(r.exists(f"{{rmq}}:queue:{t}:broker-a") for t in stopped)
     assert (await reg.topic_list("all"))[1]["topicList"] == sorted(table(150, prefix="New"))
     assert violations(r) == []
+
+
+async def test_publishing_new_topics_keeps_cached_routes_of_other_topics(make_client: Any, settings: Settings) -> None:
+    """The topics a staged registration brings that are new to the tables had no route: the
+    change drops the TOPIC_NOT_EXIST answers, not every cached route (no flush)."""
+    from service.http.context import NODE
+
+    client = await make_client()
+    node = client.server.app[NODE]
+    node.registry.STAGE_MIN, node.registry.STAGE_SLICE = 100, 400
+    await node.registry.register(request(settings, {"Other": topic_config("Other")}, 1, name="broker-x",
+                                         addr="10.0.0.8:10911"))
+    assert (await client.get("/v1/routes/Other")).status == 200
+    assert (await client.get("/v1/routes/S0005")).status == 404
+    await node.registry.register(request(settings, table(1200, prefix="S"), 1))  # more than a record lists
+    assert node.registry.register_paths["staged"] == 1
+    hits, flushes = node.cache.stats.hits, node.cache.stats.flushes
+    assert (await client.get("/v1/routes/Other")).status == 200
+    assert node.cache.stats.hits == hits + 1 and node.cache.stats.flushes == flushes == 0
+    assert (await client.get("/v1/routes/S0005")).status == 200

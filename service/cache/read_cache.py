@@ -130,7 +130,8 @@ class ReadCache(Budget, Watches, Follower):
         if since is None:
             return False
         for change in since:
-            if change is None or change.flush or topic in change.topics or not change.groups.isdisjoint(groups):
+            if change is None or change.flush or topic in change.topics or not change.groups.isdisjoint(groups) \
+                    or (change.negatives and not groups):  # a TOPIC_NOT_EXIST answer names no group
                 return False
         return True
 
@@ -209,6 +210,10 @@ class ReadCache(Budget, Watches, Follower):
             self.flush()
             return
         self.recent.append((self.tick, change))
+        if change.negatives:
+            self.stats.invalidations += len(self.negatives)
+            self.negatives.clear()
+            self._wake_negative()
         for topic in change.topics:
             for kind in ROUTE_KINDS:
                 if self._drop_route((kind, topic)):

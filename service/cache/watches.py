@@ -58,6 +58,11 @@ class Watches:
             self.unwatch(watcher)
             self.stats.watchers_woken += 1
 
+    def _wake_negative(self) -> None:
+        """Wakes the long polls holding a TOPIC_NOT_EXIST answer (the ones naming no group)."""
+        for watchers in list(self.watch_topics.values()):
+            self._wake({w for w in watchers if not w.groups})
+
     @property
     def watchers(self) -> int:
         return sum(len(w) for w in self.watch_topics.values())
