@@ -17,6 +17,7 @@ route reads meanwhile (``off_loop``).
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import OrderedDict
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -28,6 +29,9 @@ COPY_MAX_TOPICS = 400_000
 # Topic tables this size and over are worked on in a thread (one event loop turn each
 # would hold up route reads by milliseconds).
 OFF_LOOP_MIN = 2_000
+# How long a thread working on a big table may hold the GIL while the event loop waits for
+# it (Python's default is 5 ms; a route read takes the GIL several times on its way).
+OFF_LOOP_SWITCH_S = 0.0005
 
 T = TypeVar("T")
 
@@ -40,9 +44,12 @@ def body_weight(nbytes: int) -> int:
 
 async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` in a thread when `size` (topic configs) is large, else here. The GIL
-    still runs one thread at a time, but switches every few ms, so the loop's reads wait
-    that long instead of the whole job."""
+    still runs one thread at a time, but is handed back every OFF_LOOP_SWITCH_S (the
+    worker's switch interval is set to it), so the loop's reads wait that long instead of
+    the whole job."""
     if size >= OFF_LOOP_MIN:
+        if sys.getswitchinterval() > OFF_LOOP_SWITCH_S:
+            sys.setswitchinterval(OFF_LOOP_SWITCH_S)
         return await asyncio.to_thread(fn, *args)
     return fn(*args)
 
