@@ -56,7 +56,7 @@ def worker(redis_url: str) -> Iterator[tuple[int, int]]:
     proc = start([console_script("rmq-registry"), "serve", "--host", "127.0.0.1", "--port", str(http)],
                  env={"REDIS_URL": redis_url, "RMQ_REMOTING_PORT": str(port), "RMQ_REMOTING_HOST": "127.0.0.1"})
     try:
-        wait_http(f"http://127.0.0.1:{http}/readyz")
+        wait_http(f"http://127.0.0.1:{http}/readyz", limit_s=60)  # a loaded machine starts it slowly
         yield http, port
     finally:
         proc.kill()
