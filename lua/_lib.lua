@@ -31,6 +31,7 @@ function K.addrs(n) return TAG .. ':addrs:' .. enc(n) end
 function K.broker_topics(n) return TAG .. ':broker-topics:' .. enc(n) end
 function K.topics() return TAG .. ':topics' end
 function K.topic_index() return TAG .. ':topic-index' end
+function K.staged_topics() return TAG .. ':staged-topics' end
 function K.topic(t) return TAG .. ':topic:' .. enc(t) end
 function K.queue(t, n) return TAG .. ':queue:' .. enc(t) .. ':' .. enc(n) end
 function K.live(a) return TAG .. ':live:' .. a end
@@ -39,6 +40,7 @@ function K.member(a) return TAG .. ':member:' .. a end
 function K.filter(a) return TAG .. ':filter:' .. a end
 function K.body_digests() return TAG .. ':body-digests' end
 function K.masterless() return TAG .. ':masterless' end
+function K.topics_gen() return TAG .. ':topics-gen' end
 function K.kv_namespaces() return TAG .. ':kv-namespaces' end
 function K.kv(ns) return TAG .. ':kv:' .. enc(ns) end
 function K.changes() return TAG .. ':changes' end
@@ -69,14 +71,38 @@ local CHANGELOG_RETAIN = 1000
 
 local function touch(tag)
   changed = true
-  if not tags[tag] then
+  if tag_count <= TAG_CAP and not tags[tag] then
     tags[tag] = true
     tag_count = tag_count + 1
   end
 end
 
-local function touch_topic(topic) touch('t:' .. topic) end
+local function touch_topic(topic)
+  if tag_count > TAG_CAP then
+    changed = true  -- already a flush: no tag string to build
+  else
+    touch('t:' .. topic)
+  end
+end
 local function touch_group(name) touch('g:' .. name) end
+-- topics new to the tables got routes: only TOPIC_NOT_EXIST answers can be wrong now
+local function touch_new_topics() touch('-') end
+
+-- Every topic of `topics`: past the cap the record is a flush anyway, so a first
+-- registration of 10,000 topics builds no tag for each.
+local function touch_topics(topics)
+  if #topics == 0 then
+    return
+  end
+  if tag_count + #topics > TAG_CAP then
+    changed = true
+    tag_count = TAG_CAP + 1
+    return
+  end
+  for _, topic in ipairs(topics) do
+    touch_topic(topic)
+  end
+end
 
 -- The first result of every change script is its change: this record, or the bare version.
 -- When something visible changed: bumps the version and publishes the change record
@@ -159,13 +185,55 @@ local function index_topics(topics)
   variadic('ZADD', K.topic_index(), pairs_)
 end
 
+-- Topics only a staged first registration serves (lua/register_stage.lua): in the topic
+-- set and index already, but no reader lists them until it is published. Nearly always
+-- empty, so callers ask once per script whether there is anything to skip.
+local any_staged = nil
+local function staging_somewhere()
+  if any_staged == nil then
+    any_staged = redis.call('EXISTS', K.staged_topics()) == 1
+  end
+  return any_staged
+end
+
+local function unstage_topics(topics)
+  if #topics > 0 and staging_somewhere() then
+    variadic('SREM', K.staged_topics(), topics)
+  end
+end
+
+-- The topics of `names` a reader may list (a slice of the topic index).
+local function listed(names)
+  if not staging_somewhere() or #names == 0 then
+    return names
+  end
+  local out = {}
+  for i = 1, #names, SLICE do
+    local last = math.min(i + SLICE - 1, #names)
+    local hidden = redis.call('SMISMEMBER', K.staged_topics(), unpack(names, i, last))
+    for j = i, last do
+      if hidden[j - i + 1] == 0 then
+        out[#out + 1] = names[j]
+      end
+    end
+  end
+  return out
+end
+
 -- How many pairs of one group a change tags by topic; past it, the pairs that existed
 -- before are tagged by their group instead (every route naming the group depends on it).
 local PER_TOPIC_TAGS = 64
 
-local function put_queues(name, entries, known)
+-- `staged`: the pairs of a group under a staged first registration (register_stage.lua),
+-- which no reader sees until its master's registration publishes them: no topic list, no
+-- change record, and the generation is the stager's.
+local function put_queues(name, entries, known, staged)
   if #entries == 0 then
     return
+  end
+  if not staged then
+    -- a worker's copy of the fingerprints no longer matches (register.lua may set a new one)
+    redis.call('HDEL', K.broker(name), 'topicsGen')
   end
   local few = #entries <= PER_TOPIC_TAGS
   local new_topics, fps = {}, {}
@@ -173,7 +241,12 @@ local function put_queues(name, entries, known)
     local topic = e[1]
     redis.call('HSET', K.queue(topic, name), 'topic', topic, 'brokerName', name,
       'readQueueNums', e[2], 'writeQueueNums', e[3], 'perm', e[4], 'topicSysFlag', e[5])
-    if not known[topic] then
+    if staged then
+      redis.call('SADD', K.topic(topic), name)
+      if redis.call('SADD', K.topics(), topic) == 1 then
+        new_topics[#new_topics + 1] = topic  -- new to the tables: listed once published
+      end
+    elseif not known[topic] then
       redis.call('SADD', K.topic(topic), name)
       new_topics[#new_topics + 1] = topic
       -- a route read before the pair existed does not name this group: tag the topic
@@ -186,7 +259,12 @@ local function put_queues(name, entries, known)
     fps[#fps + 1] = topic
     fps[#fps + 1] = fingerprint(e[2], e[3], e[4], e[5])
   end
-  variadic('SADD', K.topics(), new_topics)
+  if staged then
+    variadic('SADD', K.staged_topics(), new_topics)
+  else
+    variadic('SADD', K.topics(), new_topics)
+    unstage_topics(new_topics)  -- served by a group readers see now
+  end
   index_topics(new_topics)
   variadic('HSET', K.broker_topics(name), fps)
 end
@@ -201,6 +279,23 @@ local function put_queue(topic, name, r, w, p, f)
   return true
 end
 
+-- A topic list and fingerprints from a registration: a JSON array [topic, fingerprint, ...]
+-- (flat: cjson decodes it in a quarter of the time an array of arrays takes).
+local function decode_pairs(json)
+  local flat = cjson.decode(json)
+  local entries = {}
+  for i = 1, #flat, 2 do
+    entries[#entries + 1] = {flat[i], flat[i + 1]}
+  end
+  return entries
+end
+
+-- {topic, fp} -> {topic, r, w, p, f}, what put_queues writes
+local function split_fp(e)
+  local r, w, p, f = string.match(e[2], '^(%d+),(%d+),(%d+),(%d+)$')
+  return {e[1], r, w, p, f}
+end
+
 -- Removes QueueDatas of one group, and each topic no broker serves any more.
 -- The group's queues are then no longer all its master registered, so its next
 -- unchanged registration must take the full path and bring them back.
@@ -208,7 +303,7 @@ local function drop_queues(name, topics)
   if #topics == 0 then
     return
   end
-  redis.call('HDEL', K.broker(name), 'queuesIntact')
+  redis.call('HDEL', K.broker(name), 'queuesIntact', 'topicsGen')
   -- every removed pair existed, so each route it changes names the group
   if #topics <= PER_TOPIC_TAGS then
     for _, topic in ipairs(topics) do
@@ -230,6 +325,7 @@ local function drop_queues(name, topics)
   variadic('HDEL', K.broker_topics(name), topics)
   variadic('SREM', K.topics(), orphans)
   variadic('ZREM', K.topic_index(), orphans)
+  unstage_topics(orphans)
 end
 
 local function drop_queue(topic, name)

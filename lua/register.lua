@@ -9,12 +9,24 @@
 -- ARGV[7]  dataVersion, canonical JSON (compared as a string)
 -- ARGV[8]  filter mode: 'keep' (list absent) or 'set'
 -- ARGV[9]  '1' to remove this broker's QueueData for topics absent from its config
--- ARGV[10] topic configs, a JSON array of [topic, readQueueNums, writeQueueNums, perm, topicSysFlag],
---          all strings (one argument: 10,000 topics as 50,000 arguments cost more to send)
+-- ARGV[10] topic configs, a flat JSON array [topic, fingerprint, topic, fingerprint, ...], the
+--          fingerprint "readQueueNums,writeQueueNums,perm,topicSysFlag" (one argument: 10,000
+--          topics as 20,000 arguments cost more to send). Mode 'full': the whole table;
+--          mode 'diff': the entries that differ from the caller's copy of the group's
+--          fingerprints (new topics, changed ones)
 -- ARGV[11] filter server addresses, a JSON array of strings
 -- ARGV[12] channel: the remoting connection this registration came on ('' over HTTP)
 -- ARGV[13] digest of the request body ('' when unknown), kept for register_unchanged.lua
--- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat}
+-- ARGV[14] mode: 'full' or 'diff' (a master only)
+-- ARGV[15] mode 'diff': the generation (broker:<name> topicsGen) of the caller's copy; the
+--          script applies nothing and answers 'stale' when the group's is another one
+-- ARGV[16] mode 'diff': JSON array of the copy's topics absent from the configs
+-- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, status, generation,
+--   rewritten}: status 'ok' or 'stale'; generation: the group's new topicsGen when its
+--   fingerprints are now exactly what the caller can tell ('' otherwise): in mode 'full' the
+--   configs sent, in mode 'diff' the copy with the entries written (all of them when
+--   rewritten is 1, new topics only when 0) and, rewritten with ARGV[9], without the absent
+--   ones. A caller holding a copy sends only what differs next time (service/registry.py).
 local cluster = ARGV[1]
 local addr = ARGV[2]
 local name = ARGV[3]
@@ -28,6 +40,12 @@ local topic_configs = cjson.decode(ARGV[10])
 local filter_servers = cjson.decode(ARGV[11])
 local channel = ARGV[12] or ''
 local body_digest = ARGV[13] or ''
+local diff_mode = ARGV[14] == 'diff' and id == '0'
+
+-- the caller's copy is out of date: nothing is applied, it sends the whole table again
+if diff_mode and redis.call('HGET', K.broker(name), 'topicsGen') ~= ARGV[15] then
+  return {redis.call('GET', KEYS[1]) or '0', 0, 0, '', '', {}, 'stale', '', 0}
+end
 
 local now = now_ms()
 
@@ -86,20 +104,70 @@ end
 -- an operator deleted comes back, and an unchanged one costs a table lookup, not a call.
 local live_key = K.live(addr)
 local version_changed = redis.call('HGET', live_key, 'dataVersion') ~= data_version
+local rewrite = register_first or version_changed
+local generation = ''
 if id == '0' then
-  local known = fingerprints(name)
-  local rewrite = register_first or version_changed
+  -- a staged first registration (register_stage.lua) is published by this one: its pairs
+  -- and topics are in place, readers and caches see them from now on
+  local staged = redis.call('HGET', K.broker(name), 'staging')
+  if staged then
+    redis.call('HDEL', K.broker(name), 'staging')
+    local topics = redis.call('HKEYS', K.broker_topics(name))
+    -- topics new to the tables had no route, so only their TOPIC_NOT_EXIST answers go
+    -- (one tag); those another group serves already are tagged one by one
+    local new, shared = {}, {}
+    if staging_somewhere() then
+      for i = 1, #topics, SLICE do
+        local last = math.min(i + SLICE - 1, #topics)
+        local staged_ = redis.call('SMISMEMBER', K.staged_topics(), unpack(topics, i, last))
+        for j = i, last do
+          if staged_[j - i + 1] == 1 then new[#new + 1] = topics[j] else shared[#shared + 1] = topics[j] end
+        end
+      end
+    else
+      shared = topics
+    end
+    unstage_topics(new)
+    if #new > 0 then
+      touch_new_topics()
+    end
+    touch_topics(shared)
+    touch_group(name)
+  end
+  local known = {}
+  if diff_mode then
+    -- only the topics sent: the caller's copy holds the others as they are stored
+    local names = {}
+    for i = 1, #topic_configs, 2 do
+      names[#names + 1] = topic_configs[i]
+    end
+    for i = 1, #names, SLICE do
+      local last = math.min(i + SLICE - 1, #names)
+      local fps = redis.call('HMGET', K.broker_topics(name), unpack(names, i, last))
+      for j = i, last do
+        known[names[j]] = fps[j - i + 1] or nil
+      end
+    end
+  else
+    known = fingerprints(name)
+  end
   local writes, seen = {}, {}
-  for _, tc in ipairs(topic_configs) do
-    local topic = tc[1]
+  for i = 1, #topic_configs, 2 do
+    local topic, fp = topic_configs[i], topic_configs[i + 1]
     seen[topic] = true
-    local fp = known[topic]
-    if not fp or (rewrite and fp ~= fingerprint(tc[2], tc[3], tc[4], tc[5])) then
-      writes[#writes + 1] = tc
+    local old = known[topic]
+    if not old or (rewrite and old ~= fp) then
+      writes[#writes + 1] = split_fp({topic, fp})
     end
   end
+  local exact = rewrite  -- every config sent is now stored as sent
   put_queues(name, writes, known)
-  if delete_absent and rewrite then
+  if diff_mode then
+    if delete_absent and rewrite then
+      drop_queues(name, cjson.decode(ARGV[16]))
+    end
+    exact = true  -- the caller applies the same steps to its copy
+  elseif delete_absent and rewrite then
     local absent = {}
     for topic in pairs(known) do
       if not seen[topic] then
@@ -107,6 +175,12 @@ if id == '0' then
       end
     end
     drop_queues(name, absent)
+  elseif exact then
+    exact = redis.call('HLEN', K.broker_topics(name)) == #topic_configs / 2
+  end
+  if exact then
+    generation = tostring(redis.call('INCR', K.topics_gen()))
+    redis.call('HSET', K.broker(name), 'topicsGen', generation)
   end
 end
 
@@ -150,4 +224,4 @@ end
 -- 6. the answer
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
 local change = publish_if_changed()
-return {change, changed and 1 or 0, master_found, master_addr, master_ha, kv}
+return {change, changed and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', generation, rewrite and 1 or 0}

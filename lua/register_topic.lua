@@ -11,7 +11,7 @@ local topic = ARGV[1]
 local n = tonumber(ARGV[2])
 
 for i = 0, n - 1 do
-  if redis.call('EXISTS', K.broker(ARGV[3 + i * 5])) == 0 then
+  if not redis.call('HGET', K.broker(ARGV[3 + i * 5]), 'cluster') then  -- unknown, or only staged
     return {publish_if_changed(), 0}
   end
 end

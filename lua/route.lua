@@ -16,12 +16,14 @@ table.sort(names)
 local queues, brokers, filters, named = {}, {}, {}, {}
 for _, name in ipairs(names) do
   local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
-  if q[1] then
+  -- a group under a staged first registration is not there yet (lua/register_stage.lua)
+  local group = q[1] and redis.call('HMGET', K.broker(name), 'cluster', 'staging')
+  if q[1] and not group[2] then
     named[#named + 1] = name
     -- the counts are written only by the scripts, from validated integers
     queues[#queues + 1] = '{"brokerName":' .. str(name) .. ',"readQueueNums":' .. q[1] .. ',"writeQueueNums":'
       .. q[2] .. ',"perm":' .. q[3] .. ',"topicSysFlag":' .. q[4] .. '}'
-    local cluster = redis.call('HGET', K.broker(name), 'cluster')
+    local cluster = group[1]
     if cluster then
       local flat = redis.call('HGETALL', K.addrs(name))
       local ids = {}

@@ -42,7 +42,7 @@ local function topics_slice()
     names[#names] = nil
     next_cursor = names[#names]
   end
-  return names, next_cursor
+  return listed(names), next_cursor
 end
 
 local out, broker_addr, next_cursor = {}, '', false
@@ -79,7 +79,18 @@ else
     -- the flags of the topic's first QueueData, by brokerName so every worker agrees
     local names = redis.call('SMEMBERS', K.topic(topic))
     table.sort(names)
-    local flags = tonumber(names[1] and redis.call('HGET', K.queue(topic, names[1]), 'topicSysFlag') or 0) or 0
+    local first = names[1]
+    if first and redis.call('HGET', K.broker(first), 'staging') then
+      -- a staged group's QueueData is not there yet (lua/register_stage.lua): the next one
+      first = nil
+      for i = 2, #names do
+        if not redis.call('HGET', K.broker(names[i]), 'staging') then
+          first = names[i]
+          break
+        end
+      end
+    end
+    local flags = tonumber(first and redis.call('HGET', K.queue(topic, first), 'topicSysFlag') or 0) or 0
     local unit, sub = has_flag(flags, FLAG_UNIT), has_flag(flags, FLAG_UNIT_SUB)
     if (which == 'unit' and unit) or (which == 'unit-sub' and sub)
       or (which == 'unit-sub-without-unit' and sub and not unit) then

@@ -16,7 +16,7 @@ local function after_cursor()
   if prefix ~= '' then min = '[' .. prefix end
   if cursor ~= '' and (prefix == '' or cursor >= prefix) then min = '(' .. cursor end
   local max = prefix ~= '' and ('[' .. prefix .. '\255') or '+'
-  return redis.call('ZRANGEBYLEX', K.topic_index(), min, max, 'LIMIT', 0, limit + 1)
+  return redis.call('ZRANGEBYLEX', K.topic_index(), min, max, 'LIMIT', 0, limit + 1)  -- filtered below
 end
 
 local names
@@ -36,22 +36,29 @@ else
   names = after_cursor()
 end
 
+local shown = {}  -- all but topics of staged first registrations (pages may come out shorter)
+for _, topic in ipairs(listed(names)) do
+  shown[topic] = true
+end
 local out, next_cursor = {}, false
 for i, topic in ipairs(names) do
   if i > limit then
     next_cursor = names[limit]
     break
   end
-  local brokers = redis.call('SMEMBERS', K.topic(topic))
-  table.sort(brokers)
-  local queues = {}
-  for _, name in ipairs(brokers) do
-    local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
-    if q[1] then
-      queues[#queues + 1] = {name, q[1], q[2], q[3], q[4]}
+  if shown[topic] then
+    local brokers = redis.call('SMEMBERS', K.topic(topic))
+    table.sort(brokers)
+    local queues = {}
+    for _, name in ipairs(brokers) do
+      local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
+      if q[1] and not redis.call('HGET', K.broker(name), 'staging') then  -- not a staged group's
+        queues[#queues + 1] = {name, q[1], q[2], q[3], q[4]}
+      end
     end
+    out[#out + 1] = {topic, queues, redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)}
   end
-  out[#out + 1] = {topic, queues, redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)}
 end
-return {redis.call('GET', KEYS[1]) or '0', out, next_cursor, redis.call('ZCARD', K.topic_index()),
+local total = redis.call('ZCARD', K.topic_index()) - redis.call('SCARD', K.staged_topics())
+return {redis.call('GET', KEYS[1]) or '0', out, next_cursor, total,
   redis.call('HLEN', K.kv(ORDER_TOPIC_CONFIG))}

@@ -6,7 +6,9 @@ and pushes it onto the capped changelog, in the same script (``publish_if_change
 new value of the version counter, ``redisTime`` makes the record unique (so a history that
 was rolled back and rewritten shows), and each tag is ``t:<topic>`` (that topic's
 QueueDatas or order config), ``g:<brokerName>`` (that group's members, addresses, cluster
-or filter servers: every route naming the group) or ``*`` (too much to list: flush all).
+or filter servers: every route naming the group), ``-`` (topics new to the tables got
+routes: every TOPIC_NOT_EXIST answer may be wrong now, no route answer is) or ``*`` (too
+much to list: flush all). A worker that meets a tag it does not know flushes.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ class Change:
     topics: frozenset[str]
     groups: frozenset[str]
     flush: bool
+    negatives: bool = False  # every TOPIC_NOT_EXIST answer goes
 
     @property
     def visible(self) -> bool:
         """False for a change no cached answer depends on (a KV entry outside
         ORDER_TOPIC_CONFIG): it still moves the sequence, but evicts nothing."""
-        return self.flush or bool(self.topics) or bool(self.groups)
+        return self.flush or self.negatives or bool(self.topics) or bool(self.groups)
 
 
 def _bytes(value: bytes | str) -> bytes:
@@ -46,17 +49,19 @@ def parse(raw: bytes | str) -> Change | None:
         return None
     if not isinstance(record, list):
         return None
-    topics, groups, flush = set(), set(), False
+    topics, groups, flush, negatives = set(), set(), False, False
     for tag in record[2:]:
         if tag == "*":
             flush = True
+        elif tag == "-":
+            negatives = True
         elif isinstance(tag, str) and tag.startswith("t:"):
             topics.add(tag[2:])
         elif isinstance(tag, str) and tag.startswith("g:"):
             groups.add(tag[2:])
         else:
             flush = True  # a tag this worker does not know: be safe
-    return Change(seq, data, frozenset(topics), frozenset(groups), flush)
+    return Change(seq, data, frozenset(topics), frozenset(groups), flush, negatives)
 
 
 def of_result(first: bytes | str | int) -> Change | None:

@@ -78,7 +78,11 @@ class Keys:
 
     # -- brokerAddrTable
     def broker(self, name: str) -> str:
-        """HASH row: cluster, brokerName."""
+        """HASH row: cluster, brokerName; and for the scripts: queuesIntact (every QueueData
+        its master registered is in place), topicsGen (the generation of broker_topics a
+        worker's copy may be diffed against; absent: none is), staging (a staged first
+        registration is under way, lua/register_stage.lua: readers skip the group).
+        A group with no cluster field is not registered yet."""
         return f"{self.tag}:broker:{encode_name(name)}"
 
     def addrs(self, name: str) -> str:
@@ -140,6 +144,12 @@ class Keys:
         """SET of broker names that have members but no master (brokerId 0), kept by the
         scripts that change a group's addresses: what /metrics counts, with one SCARD."""
         return f"{self.tag}:masterless"
+
+    @property
+    def topics_gen(self) -> str:
+        """STRING counter: each broker_topics state a worker may copy gets the next value
+        (broker row's topicsGen), so a copy is never mistaken for a later state."""
+        return f"{self.tag}:topics-gen"
 
     # -- KVConfig
     @property

@@ -43,6 +43,12 @@ class CoreCollector(Collector):
         for cause, n in sorted(self.registry.store.refusals.counts.items()):
             refusals.add_metric([cause], n)
         yield refusals
+        paths = CounterMetricFamily("rmq_full_registrations", "registrations past the unchanged fast path, by how they went: diff "
+                                    "(only what differs from this worker's copy), stale (the copy was out of date), "
+                                    "staged (a new group's, in slices), full", labels=["path"])
+        for path, n in sorted(self.registry.register_paths.items()):
+            paths.add_metric([path], n)
+        yield paths
         stats = self.scanner.stats
         yield GaugeMetricFamily("rmq_scanner_lag_ms", "how far past its deadline the most overdue broker was at the last scan",
                                 value=stats.lag_ms)

@@ -15,6 +15,7 @@ from service.models import (
     RegisterRequest,
     UnregisterRequest,
 )
+from service import registration
 from service.store import Store
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,10 @@ class Registry:
         self.on_change = on_change
         self.operations: Counter[str] = Counter()  # applied changes by script (for /metrics)
         self.skipped_topics: Counter[str] = Counter()  # topic configs left out, by reason (for /metrics)
+        self.copies = registration.Copies()  # big groups' stored fingerprints, to send only what differs
+        # registrations by how they went: 'diff' (only what differs from a copy), 'stale' (a
+        # copy found out of date), 'staged' (a new group's, in slices), 'full' (for /metrics)
+        self.register_paths: Counter[str] = Counter()
 
     async def _change(self, script: str, args: Sequence[str | int | bytes]) -> list[Any]:
         result = await self.store.run(script, args)
@@ -93,6 +98,11 @@ class Registry:
             "kvTable": _pairs(kv),
         }
 
+    # A master whose group is new and that registers this many topics or more is staged
+    # (lua/register_stage.lua) in slices of STAGE_SLICE, so that no script runs long.
+    STAGE_MIN = 2_000
+    STAGE_SLICE = 500
+
     async def register(self, req: RegisterRequest, channel: str = "", digest: str = "") -> dict[str, Any]:
         """``channel``: the remoting connection it came on, whose close may remove it;
         ``digest``: of the request body, so the next identical one takes the fast path."""
@@ -100,17 +110,68 @@ class Registry:
         if wrapper.skipped:
             self._report_skipped(req)
         timeout = req.heartbeatTimeoutMillis or self.settings.broker_timeout_ms
-        topics = [[topic, str(tc["readQueueNums"]), str(tc["writeQueueNums"]), str(tc["perm"]), str(tc.get("topicSysFlag", 0))]
-                  for topic, tc in wrapper.topicConfigTable.items()]
-        args: list[str | int | bytes] = [
+        delete_absent = self.settings.delete_topic_with_broker_registration
+        head: list[str | int | bytes] = [
             req.clusterName, req.brokerAddr, req.brokerName, req.brokerId,
             req.haServerAddr or "", timeout, wrapper.dataVersion.canonical(),
-            "keep" if req.filterServerList is None else "set",
-            "1" if self.settings.delete_topic_with_broker_registration else "0",
-            orjson.dumps(topics), orjson.dumps(req.filterServerList or []), channel, digest,
+            "keep" if req.filterServerList is None else "set", "1" if delete_absent else "0",
         ]
-        _version, _changed, *answer = await self._change("register", args)
-        return self._answer(*answer)
+        tail = [orjson.dumps(req.filterServerList or []), channel, digest]
+        name, master = req.brokerName, req.brokerId == 0
+        table = wrapper.topicConfigTable if master else {}  # a slave's topics are not stored
+        size = len(table)
+        fps = await registration.off_loop(size, registration.fingerprints, table)
+        copy = self.copies.get(name) if master else None
+        for _ in range(2):  # a copy found out of date, then perhaps a staging
+            if copy is None and master and size >= self.STAGE_MIN:
+                copy = await self._stage(name, fps)
+            if copy is None:
+                break
+            generation, held = copy
+            changed, absent = await registration.off_loop(size, registration.diff, held, fps)
+            args = head + [orjson.dumps(registration.flat(changed)), *tail, "diff", generation, orjson.dumps(absent)]
+            result = await self._change("register", args)
+            if _s(result[6]) == "ok":
+                rewritten = bool(int(result[8]))
+                fresh = held if not changed and not (absent and rewritten and delete_absent) else \
+                    await registration.off_loop(size, registration.after, held, changed, absent, rewritten, delete_absent)
+                self.copies.put(name, _s(result[7]), fresh)
+                self.register_paths["diff"] += 1
+                return self._answer(*result[2:6])
+            self.register_paths["stale"] += 1
+            self.copies.drop(name)  # out of date: the whole table goes
+            copy = None
+        flat = await registration.off_loop(size, lambda: orjson.dumps(registration.flat(fps)))
+        result = await self._change("register", head + [flat, *tail, "full", "", b"[]"])
+        if master:
+            self.copies.put(name, _s(result[7]), fps)
+        self.register_paths["full"] += 1
+        return self._answer(*result[2:6])
+
+    async def _stage(self, name: str, fps: dict[str, str]) -> tuple[str, dict[str, str]] | None:
+        """Writes the QueueData of a new group's master a slice at a time, where no reader
+        sees them (lua/register_stage.lua); the registration then publishes them in one
+        short script. None when the group is visible already or another registration of it
+        took over the staging: the registration then goes in one script."""
+        items = list(fps.items())
+        slices = [items[i:i + self.STAGE_SLICE] for i in range(0, len(items), self.STAGE_SLICE)]
+        generation = ""
+        for _ in range(len(items) // 1000 + 2):  # an earlier staging's leftovers, 1,000 a call
+            result = await self._change("register_stage", [name, "", orjson.dumps(registration.flat(dict(slices[0])))])
+            status = _s(result[1])
+            if status == "published":
+                return None
+            if status == "staged":
+                generation = _s(result[2])
+                break
+        if not generation:
+            return None
+        for part in slices[1:]:
+            result = await self._change("register_stage", [name, generation, orjson.dumps(registration.flat(dict(part)))])
+            if _s(result[1]) != "staged":
+                return None
+        self.register_paths["staged"] += 1
+        return generation, fps
 
     def _report_skipped(self, req: RegisterRequest) -> None:
         """One warning per registration, however many topics it skipped, and the counter."""

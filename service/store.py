@@ -33,7 +33,7 @@ from service.keys import Keys
 log = logging.getLogger(__name__)
 
 SCRIPTS = (
-    "register", "register_unchanged", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
+    "register", "register_stage", "register_unchanged", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
     "kv_put", "kv_delete", "register_topic", "channel_closed", "route", "cluster_info", "topic_lists",
     "live_brokers", "topic_summary", "changes_since", "topic_index_sync", "masterless_sync",
 )

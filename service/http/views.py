@@ -30,8 +30,8 @@ from service.models import (
     valid_name,
     validated,
 )
+from service.registration import body_weight, off_loop
 from service.registry import Registry
-from service.store import StoreUnavailable
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -47,7 +47,10 @@ def ok() -> web.Response:
 
 async def read_json(request: web.Request) -> dict[str, Any]:
     """The body's JSON object; anything malformed is a 400 before any change."""
-    body = await request.read()
+    return json_object(await request.read())
+
+
+def json_object(body: bytes) -> dict[str, Any]:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as e:
@@ -92,10 +95,14 @@ async def register_broker(request: web.Request) -> web.Response:
     answer = await registry(request).register_unchanged(digest)
     if answer is not None:
         return json_response(answer)
-    # aiohttp keeps the body read above, so parsing it reads nothing twice
-    req = validate(request, RegisterRequest, await read_json(request))
+    # big bodies are read and checked in a thread, so the loop answers reads meanwhile
+    req = await off_loop(body_weight(len(body)), register_request, request, body)
     answer = await registry(request).register(req, digest=digest)
     return json_response(answer | Registry.skipped_answer(req))  # which topics have no route, if any
+
+
+def register_request(request: web.Request, body: bytes) -> RegisterRequest:
+    return validate(request, RegisterRequest, json_object(body))
 
 
 async def heartbeat(request: web.Request) -> web.Response:
@@ -186,8 +193,7 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
     watch = request.query.get("watch") if request.query_string else None
     if watch is None:
         if "stale" in request.query:
-            return await stale_or(request, lambda: cache.route("http", topic, fetch),
-                                  lambda max_ms: cache.stale_route("http", topic, max_ms))
+            return stale_response(request, *await cache.read_route("http", topic, fetch, stale_max_ms(request)))
         return answer_response(request, await cache.route("http", topic, fetch))
     # long poll: answer as soon as the route differs from the one the client has
     watched = '"' + watch.strip().strip('"') + '"'
@@ -212,23 +218,18 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
     return answer_response(request, answer)
 
 
-async def stale_or(request: web.Request, read: Callable[[], Awaitable[Answer]],
-                   stale: Callable[[int], tuple[Answer, int] | None]) -> web.Response:
-    """?stale (Consul's opt-in): the answer as usual while Redis answers; while it does not,
-    the last one this worker knew, at most RMQ_STALE_MAX_MS old, its age in
-    X-Registry-Age-Ms. The age is how long ago the worker last confirmed its cache."""
-    max_ms = node(request).settings.stale_max_ms
-    held = stale(max_ms) if node(request).cache.unreachable else None
-    if held is None:
-        try:
-            return answer_response(request, await read())
-        except StoreUnavailable:
-            held = stale(max_ms)
-            if held is None:
-                raise
-    answer, age_ms = held
+def stale_max_ms(request: web.Request) -> int | None:
+    """?stale (Consul's opt-in): while Redis does not answer, the last answer this worker
+    knew, at most RMQ_STALE_MAX_MS old (ReadCache.read_route)."""
+    return node(request).settings.stale_max_ms if "stale" in request.query else None
+
+
+def stale_response(request: web.Request, answer: Answer, age_ms: int | None) -> web.Response:
+    """The answer; a stale one with its age in X-Registry-Age-Ms (how long ago the worker
+    last confirmed its cache)."""
     response = answer_response(request, answer)
-    response.headers["X-Registry-Age-Ms"] = str(age_ms)
+    if age_ms is not None:
+        response.headers["X-Registry-Age-Ms"] = str(age_ms)
     return response
 
 
@@ -236,8 +237,7 @@ async def scoped_read(request: web.Request, key: tuple[str, ...], fetch: Callabl
                       scope: str = ANY) -> web.Response:
     cache = node(request).cache
     if request.query_string and "stale" in request.query:
-        return await stale_or(request, lambda: cache.get(key, fetch, scope=scope),
-                              lambda max_ms: cache.stale_scoped(key, max_ms))
+        return stale_response(request, *await cache.read_scoped(key, fetch, scope, stale_max_ms(request)))
     return answer_response(request, await cache.get(key, fetch, scope=scope))
 
 

@@ -37,6 +37,7 @@ from service.models import (
     validated,
 )
 from service.node import Node
+from service.registration import body_weight, off_loop
 from service.registry import Registry
 from service.addresses import AddressList
 from service.auth import TokenFile
@@ -195,6 +196,13 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     crc = long_field(cmd, "bodyCrc32", required=False) or 0
     if crc != 0 and crc != bodies.crc32(cmd.body):
         return fail(cmd, codes.SYSTEM_ERROR, "crc32 not match")
+    # a 10,000-topic body takes tens of ms to read and check: in a thread when big, so the
+    # event loop answers route reads meanwhile
+    req = await off_loop(body_weight(len(cmd.body)), register_request, ctx, cmd, data)
+    return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
+
+
+def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> RegisterRequest:
     try:
         if cmd.version >= codes.V3_0_11:
             doc = (bodies.register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version)
@@ -211,8 +219,7 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     data["topicConfigSerializeWrapper"] = doc.get("topicConfigSerializeWrapper")
     if "filterServerList" in doc:
         data["filterServerList"] = doc["filterServerList"] if doc["filterServerList"] is not None else []
-    req = validate(ctx, RegisterRequest, data)
-    return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
+    return validate(ctx, RegisterRequest, data)
 
 
 def registration_answer(cmd: Command, result: dict[str, Any]) -> Command:
@@ -256,24 +263,13 @@ async def query_data_version(ctx: Context, cmd: Command) -> Command:
 
 
 # ---------------------------------------------------------------------- client-facing
-async def allow_stale(ctx: Context, read: Callable[[], Awaitable[Answer]],
-                      stale: Callable[[int], tuple[Answer, int] | None]) -> Answer:
-    """With RMQ_REMOTING_STALE_READS, a read answers from the last answer this worker knew
-    (at most RMQ_STALE_MAX_MS old) while Redis is unreachable, as a NameServer answers
-    from memory; otherwise, or with nothing that recent, Redis' failure is the answer."""
-    settings = ctx.settings
-    if not settings.remoting_stale_reads:
-        return await read()
-    held = stale(settings.stale_max_ms) if ctx.cache.unreachable else None
-    if held is not None:
-        return held[0]
-    try:
-        return await read()
-    except StoreUnavailable:
-        held = stale(settings.stale_max_ms)
-        if held is None:
-            raise
-        return held[0]
+def stale_max_ms(ctx: Context) -> int | None:
+    """With RMQ_REMOTING_STALE_READS, reads answer from the last answers this worker knew (at
+    most RMQ_STALE_MAX_MS old) while Redis is unreachable, as a NameServer answers from
+    memory (ReadCache.read_route); otherwise Redis' failure is the answer."""
+    return ctx.settings.stale_max_ms if ctx.settings.remoting_stale_reads else None
+
+
 # RocketMQ appends FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL) to this remark; clients log it.
 FAQ_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
@@ -295,9 +291,7 @@ async def get_route(ctx: Context, cmd: Command) -> Command:
             return make_answer(route.version, 404, b"")
         return make_answer(route.version, 200, bodies.route(orjson.loads(route.body), standard), route.groups)
 
-    kind = "tcp-std" if standard else "tcp"
-    answer = await allow_stale(ctx, lambda: ctx.cache.route(kind, topic, fetch),
-                               lambda max_ms: ctx.cache.stale_route(kind, topic, max_ms))
+    answer, _ = await ctx.cache.read_route("tcp-std" if standard else "tcp", topic, fetch, stale_max_ms(ctx))
     if answer.status != 200:
         return topic_not_exist(cmd, topic)
     return ok(cmd, body=answer.body)
@@ -310,9 +304,7 @@ async def cluster_info(ctx: Context, cmd: Command) -> Command:
         version, doc = await reg.cluster_info()
         return make_answer(version, 200, bodies.cluster_info(doc))
 
-    key = ("remoting-cluster",)
-    answer = await allow_stale(ctx, lambda: ctx.cache.get(key, fetch, scope=CLUSTER),
-                               lambda max_ms: ctx.cache.stale_scoped(key, max_ms))
+    answer, _ = await ctx.cache.read_scoped(("remoting-cluster",), fetch, CLUSTER, stale_max_ms(ctx))
     return ok(cmd, body=answer.body)
 
 
@@ -325,9 +317,8 @@ def topic_list(which: str) -> Handler:
             version, doc = await reg.topic_list(which, cluster or "")
             return make_answer(version, 200, bodies.topic_list(doc))
 
-        key = ("remoting-topics", which, cluster)
-        answer = await allow_stale(ctx, lambda: ctx.cache.get(key, fetch),
-                                   lambda max_ms: ctx.cache.stale_scoped(key, max_ms))
+        answer, _ = await ctx.cache.read_scoped(("remoting-topics", which, cluster), fetch,
+                                                stale_max_ms=stale_max_ms(ctx))
         return ok(cmd, body=answer.body)
 
     return handler

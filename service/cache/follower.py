@@ -1,0 +1,139 @@
+"""The change-record follower: records arrive on the change channel (fast, but lost across
+reconnects) and from a poll every ``poll`` seconds that reads the changelog from the last
+record this worker applied (``lua/changes_since.lua``): a gap is replayed from it, and only
+a gap older than the changelog's retention, a version that went backwards or a rewritten
+history flushes everything. ``confirmed_at`` is when a poll that found every record applied
+was sent: the cache serves answers only within its bound of it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from service import changes
+from service.changes import Change
+from service.store import Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class Follower:
+    """Applies each change record once, in sequence (a part of ReadCache: ``_init_follower``
+    sets it up; ``_evict`` and ``flush`` are the cache's)."""
+
+    store: Store
+    poll: float
+
+    def _init_follower(self) -> None:
+        # every record up to `seq` is applied; `anchor` is the record at `seq` (None when
+        # unknown), `ahead` those applied beyond it
+        self.seq = 0
+        self.anchor: bytes | None = None
+        self.ahead: dict[int, bytes] = {}
+        self.confirmed_at = float("-inf")  # when a poll that found everything applied was sent
+        self.unreachable = False  # the last poll failed: Redis is down or not answering
+
+    def _evict(self, change: Change) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def apply(self, change: Change) -> None:
+        """A change record from this worker's own write, the channel or the poll; each is
+        applied once, in whatever order they come."""
+        if change.seq <= self.seq or change.seq in self.ahead:
+            return
+        if change.visible:
+            self._evict(change)
+        self.ahead[change.seq] = change.raw
+        while self.seq + 1 in self.ahead:
+            self.seq += 1
+            self.anchor = self.ahead.pop(self.seq)
+
+    def observe(self, first: Any) -> None:
+        """The first result of a change script (Registry's callback): its record, if any."""
+        change = changes.of_result(first)
+        if change is not None:
+            self.apply(change)
+
+    def _reset(self, version: int, anchor: bytes | None) -> None:
+        self.flush()
+        self.seq, self.anchor = version, anchor
+        self.ahead.clear()
+
+
+    async def poll_once(self) -> None:
+        sent = time.monotonic()
+        # both taken before the call: the channel may move them while it is under way
+        since, anchor = self.seq, self.anchor
+        version_raw, records = await self.store.run("changes_since", [since])
+        version = int(version_raw)
+        if not self._catch_up(since, anchor, version, records):
+            log.info("change records %s..%s not replayable; flushing the read cache", since, version)
+            self._reset(version, bytes(records[0]) if records else None)
+        self.ahead = {s: r for s, r in self.ahead.items() if s > self.seq}
+        if sent > self.confirmed_at:
+            self.confirmed_at = sent
+
+    def _catch_up(self, since: int, anchor: bytes | None, version: int, records: list[bytes] | None) -> bool:
+        """Applies the records of (since, version]; False when they cannot be trusted.
+        `anchor` is the record this worker had applied at `since`."""
+        if records is None or version < since:
+            return False
+        parsed = [changes.parse(r) for r in records]
+        expected = list(range(version, since - 1 if since > 0 else 0, -1))
+        if [c.seq if c is not None else None for c in parsed] != expected:
+            return False
+        if since > 0 and anchor is not None and parsed[-1] is not None and parsed[-1].raw != anchor:
+            return False  # the record this worker applied at `since` is not the one there now
+        for change in reversed(parsed):
+            if change is not None and change.seq > since:
+                self.apply(change)
+        if self.seq < version:  # records applied ahead earlier may have been skipped above
+            self.seq = version
+            self.anchor = parsed[0].raw if parsed and parsed[0] is not None else None
+        return True
+
+    async def run_poller(self) -> None:
+        while True:
+            try:
+                await self.poll_once()
+                self.unreachable = False
+            except StoreUnavailable:
+                self.unreachable = True  # answers age out by the bound; readers get 503 from Redis itself
+            await asyncio.sleep(self.poll)
+
+    def _message(self, data: bytes | str) -> None:
+        change = changes.parse(data)
+        if change is None:
+            log.info("unreadable change message %r; flushing the read cache", data[:80])
+            self.flush()
+            return
+        self.apply(change)
+
+    async def run_listener(self) -> None:
+        """Follows the change channel, resubscribing after any failure."""
+        channel = self.store.keys.changes
+        while True:
+            pubsub = self.store.redis.pubsub()
+            try:
+                await self.store.know_layout()
+                await pubsub.subscribe(channel)
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        self._message(message["data"])
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, StoreUnavailable, OSError, ValueError) as exc:
+                log.debug("change channel lost (%s); resubscribing", exc)
+            finally:
+                try:
+                    await asyncio.wait_for(pubsub.aclose(), 1)
+                except (RedisError, OSError, asyncio.TimeoutError):
+                    pass
+            await asyncio.sleep(min(self.poll, 0.5))

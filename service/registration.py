@@ -1,0 +1,123 @@
+"""What a master's registration sends register.lua, and the worker's copies that let it
+send less.
+
+A broker with 10,000 topics re-registers with a new dataVersion whenever one topic is
+created. The script compares every topic with the group's stored fingerprints
+(``broker-topics:<name>``) and writes what differs: reading and comparing them all took
+most of its time. So each worker keeps, per broker group, a copy of the stored
+fingerprints with their generation (the broker row's ``topicsGen``, see service/keys.py);
+holding one, it sends only the topics that differ from it and the script checks the
+generation first: a copy another worker or script has since made out of date is refused
+whole ('stale') and the table is sent again in full.
+
+Work on a big table (fingerprints, diffs) runs in a thread: the event loop keeps answering
+route reads meanwhile (``off_loop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import OrderedDict
+from typing import Any, Callable, Mapping, TypeVar
+
+# Registrations with fewer topics go in full: the script's comparison costs little there.
+COPY_MIN_TOPICS = 512
+# Topics the copies of one worker hold in all (~100 bytes each): beyond it the least
+# recently used group's copy goes.
+COPY_MAX_TOPICS = 400_000
+# Topic tables this size and over are worked on in a thread (one event loop turn each
+# would hold up route reads by milliseconds).
+OFF_LOOP_MIN = 2_000
+# How long a thread working on a big table may hold the GIL while the event loop waits for
+# it (Python's default is 5 ms; a route read takes the GIL several times on its way).
+OFF_LOOP_SWITCH_S = 0.0005
+
+T = TypeVar("T")
+
+
+def body_weight(nbytes: int) -> int:
+    """A request body's size in topic configs, at most (each takes 16 bytes and more, even
+    compressed): what ``off_loop`` weighs."""
+    return nbytes // 16
+
+
+async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a thread when `size` (topic configs) is large, else here. The GIL
+    still runs one thread at a time, but is handed back every OFF_LOOP_SWITCH_S (the
+    worker's switch interval is set to it), so the loop's reads wait that long instead of
+    the whole job."""
+    if size >= OFF_LOOP_MIN:
+        if sys.getswitchinterval() > OFF_LOOP_SWITCH_S:
+            sys.setswitchinterval(OFF_LOOP_SWITCH_S)
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
+
+
+def fingerprints(table: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """topic -> "readQueueNums,writeQueueNums,perm,topicSysFlag" of validated configs, as
+    lua/_lib.lua's ``fingerprint`` writes them."""
+    return {topic: f"{c['readQueueNums']},{c['writeQueueNums']},{c['perm']},{c.get('topicSysFlag', 0)}"
+            for topic, c in table.items()}
+
+
+def flat(fps: Mapping[str, str]) -> list[str]:
+    """[topic, fingerprint, ...]: register.lua's topic argument."""
+    out: list[str] = []
+    for item in fps.items():
+        out += item
+    return out
+
+
+def diff(copy: Mapping[str, str], fps: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The configs differing from the copy (new or changed), and the copy's topics absent."""
+    changed = {t: fp for t, fp in fps.items() if copy.get(t) != fp}
+    absent = [t for t in copy if t not in fps] if len(copy) + len(changed) > len(fps) else []
+    return changed, absent
+
+
+def after(copy: Mapping[str, str], changed: Mapping[str, str], absent: list[str],
+          rewritten: bool, delete_absent: bool) -> dict[str, str]:
+    """The group's fingerprints once register.lua applied a diff: the steps it takes."""
+    out = dict(copy)
+    for topic, fp in changed.items():
+        if rewritten or topic not in out:
+            out[topic] = fp
+    if rewritten and delete_absent:
+        for topic in absent:
+            out.pop(topic, None)
+    return out
+
+
+class Copies:
+    """The copies of broker groups' fingerprints this worker holds: name -> (generation,
+    fingerprints), least recently used first, bounded in topics."""
+
+    def __init__(self, max_topics: int = COPY_MAX_TOPICS) -> None:
+        self.max_topics = max_topics
+        self.topics = 0
+        self._held: OrderedDict[str, tuple[str, dict[str, str]]] = OrderedDict()
+
+    def get(self, name: str) -> tuple[str, dict[str, str]] | None:
+        held = self._held.get(name)
+        if held is not None:
+            self._held.move_to_end(name)
+        return held
+
+    def put(self, name: str, generation: str, fps: dict[str, str]) -> None:
+        self.drop(name)
+        if not generation or len(fps) < COPY_MIN_TOPICS or len(fps) > self.max_topics:
+            return
+        self._held[name] = (generation, fps)
+        self.topics += len(fps)
+        while self.topics > self.max_topics:
+            _, (_, old) = self._held.popitem(last=False)
+            self.topics -= len(old)
+
+    def drop(self, name: str) -> None:
+        held = self._held.pop(name, None)
+        if held is not None:
+            self.topics -= len(held[1])
+
+    def __len__(self) -> int:
+        return len(self._held)
