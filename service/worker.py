@@ -21,6 +21,7 @@ from aiohttp import web
 
 from service.config import Settings
 from service.http.app import create_app as create_http_app
+from service.http.connections import HeaderDeadlineRunner
 from service.http.context import NODE
 from service.node import Node
 from service.remoting.handlers import Context
@@ -75,10 +76,13 @@ def install_remoting(app: web.Application, host: str, port: int) -> None:
 
 async def serve(app: web.Application, settings: Settings) -> None:
     """Runs a worker made by ``create_app`` until SIGTERM or SIGINT, then stops it gracefully."""
-    runner = web.AppRunner(app, handle_signals=False, access_log=None,
-                           shutdown_timeout=settings.shutdown_timeout_ms / 1000)
+    runner = HeaderDeadlineRunner(app, handle_signals=False, access_log=None,
+                                  shutdown_timeout=settings.shutdown_timeout_ms / 1000,
+                                  header_timeout_s=settings.http_header_timeout_ms / 1000)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
+    # a listen queue for bursts of new clients (aiohttp's default is 128; the kernel caps
+    # it at net.core.somaxconn)
+    site = web.TCPSite(runner, settings.host, settings.port, backlog=settings.http_backlog)
     await site.start()
     log.info("serving on http://%s:%s", settings.host, settings.port)
 

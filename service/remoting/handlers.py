@@ -42,12 +42,9 @@ from service.registry import Registry
 from service.auth import TokenFile
 from service.remoting import acl, bodies, codes
 from service.remoting.codec import Command, response_to
-from service.store import NotReplicated, Store, StoreRefusing, StoreUnavailable
+from service.store import NotReplicated, OutcomeUnknown, Store, StoreRefusing, StoreUnavailable, outcome_text
 
 log = logging.getLogger(__name__)
-
-
-STORE_UNAVAILABLE = "the route store is unavailable; nothing was changed, retry"
 
 
 @dataclass
@@ -192,7 +189,8 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
         return fail(cmd, codes.SYSTEM_ERROR, "crc32 not match")
     try:
         if cmd.version >= codes.V3_0_11:
-            doc = (bodies.register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version)
+            doc = (bodies.register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version,
+                                               ctx.settings.max_topics_per_registration)
                    if cmd.body else {"topicConfigSerializeWrapper": EMPTY_WRAPPER, "filterServerList": []})
         else:  # before 3.0.11 the body is a bare TopicConfigSerializeWrapper, no filter servers
             doc = {"topicConfigSerializeWrapper": bodies.json_body(cmd.body, "TopicConfigSerializeWrapper")
@@ -488,13 +486,13 @@ async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
         return await asyncio.wait_for(handler(ctx, cmd), timeout)
     except RemotingError as e:
         return fail(cmd, e.code, e.remark)
-    except NotReplicated as e:
-        return fail(cmd, codes.SYSTEM_ERROR, f"{e}: it may be lost if the primary fails now; sending it again is safe")
-    except StoreRefusing as e:  # logged once per burst by the store
-        return fail(cmd, codes.SYSTEM_ERROR, f"the route store refuses writes ({e.cause}); nothing was changed, retry later")
-    except (StoreUnavailable, asyncio.TimeoutError) as e:
-        log.warning("Redis unavailable for request code %s: %s", cmd.code, e)
-        return fail(cmd, codes.SYSTEM_ERROR, STORE_UNAVAILABLE)
+    except StoreUnavailable as e:
+        if not isinstance(e, (StoreRefusing, NotReplicated)):  # refusals are logged once per burst by the store
+            log.warning("Redis unavailable for request code %s: %s", cmd.code, e)
+        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(e))
+    except asyncio.TimeoutError:  # the handler's own calls may have gone through
+        log.warning("request code %s took longer than %.1f s", cmd.code, timeout)
+        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(OutcomeUnknown()))
     except Exception:
         log.exception("unhandled error in request code %s", cmd.code)
         return fail(cmd, codes.SYSTEM_ERROR, "internal error; see the registry's log")
