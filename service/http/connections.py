@@ -8,7 +8,8 @@ request's headers, and how loudly a malformed request is logged.
   are read (``service.http.views.read_body``).
 - ``OneLineErrors``: aiohttp logs a malformed request (an over-long line, too many
   headers, not HTTP at all) as "Error handling request" with a traceback; anyone could
-  fill the log with those. They become one line without the traceback.
+  fill the log with those. They become one line without the traceback, as do clients
+  hanging up.
 """
 
 from __future__ import annotations
@@ -88,14 +89,15 @@ class HeaderDeadlineRunner(web.AppRunner):
 
 
 class OneLineErrors(logging.Filter):
-    """Turns aiohttp's traceback for a malformed request into one line."""
+    """Turns aiohttp's traceback for a malformed request, or for a client that hung up,
+    into one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, HttpProcessingError):
-            record.msg = "malformed HTTP request from %s: %s"
-            record.args = (record.args[0] if isinstance(record.args, tuple) and record.args else "?",
-                           str(exc).replace("\n", " ")[:200])
+        if isinstance(exc, (HttpProcessingError, ConnectionResetError)):
+            what = "malformed HTTP request" if isinstance(exc, HttpProcessingError) else "client hung up"
+            record.msg = f"{what} ({record.getMessage()}): %s"
+            record.args = (str(exc).replace("\n", " ")[:200],)
             record.exc_info = None
             record.exc_text = None
             record.levelno, record.levelname = logging.INFO, "INFO"

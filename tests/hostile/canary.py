@@ -79,6 +79,7 @@ class Watch:
         self._stop.set()
         for t in self._threads:
             t.join(timeout=60)
+        print(self.summary())  # the figures, shown by pytest -s or with a failure
 
     @property
     def longest_wait(self) -> float:

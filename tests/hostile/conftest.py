@@ -1,9 +1,15 @@
 """A real worker process (HTTP and RocketMQ port) on the test Redis, a broker serving the
-topic the canary readers read, and helpers to attack it with plain sockets."""
+topic the canary readers read, and helpers to attack it with plain sockets.
+
+``HOSTILE_SRC=<a checkout's root>`` runs the workers from that checkout instead (the tests
+stay these): how the same attacks were seen to fail before the limits existed, e.g.
+``git archive <commit> | tar -x -C /tmp/old && HOSTILE_SRC=/tmp/old scripts/test tests/hostile -s``.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 import time
@@ -68,8 +74,12 @@ class Target:
 
 def start_target(redis_url: str, **env: int | str) -> Target:
     tcp_port = free_port()
+    if os.environ.get("HOSTILE_SRC"):
+        env["PYTHONPATH"] = os.environ["HOSTILE_SRC"]
     worker = Worker(redis_url, RMQ_REMOTING_PORT=tcp_port, RMQ_LOG_LEVEL="INFO", **{**LIMITS, **env}).start()
-    body = json.dumps(registration(addr="127.0.0.1:10911", name="canary-broker", topics=[CANARY_TOPIC])).encode()
+    # the canary broker never heartbeats: it must outlive every attack of a module
+    body = json.dumps(registration(addr="127.0.0.1:10911", name="canary-broker", topics=[CANARY_TOPIC],
+                                   timeout_ms=86_400_000)).encode()
     req = urllib.request.Request(worker.url + "/v1/brokers/register", data=body,
                                  headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(req, timeout=10) as resp:

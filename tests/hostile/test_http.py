@@ -95,7 +95,7 @@ def test_an_over_long_header_line_is_logged_in_one_line(target: Target) -> None:
         assert status_of(sock) in (400, 431, None)
     time.sleep(0.5)
     assert "Traceback" not in target.log()
-    assert "malformed HTTP request from" in target.log()
+    assert "malformed HTTP request (Error handling request from 127.0.0.1)" in target.log()
 
 
 def test_too_many_headers_are_logged_in_one_line(target: Target) -> None:
