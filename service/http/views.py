@@ -219,6 +219,10 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
         watches.waiting -= 1
 
 
+# How often a waiting watch looks whether its client is still there.
+HANGUP_CHECK_S = 2.0
+
+
 async def long_poll(request: web.Request, cache: ReadCache, topic: str, fetch: Callable[[], Awaitable[Answer]],
                     watched: str, timeout: float) -> web.Response:
     """Answers as soon as the route of `topic` differs from `watched`, or 304 at the timeout."""
@@ -232,11 +236,11 @@ async def long_poll(request: web.Request, cache: ReadCache, topic: str, fetch: C
         # watch costs no Redis work, and other topics' changes do not wake it
         watcher = cache.watch(topic, answer)
         try:
-            woken = await wait(watcher.event, remaining)
+            woken = await wait(watcher.event, min(remaining, HANGUP_CHECK_S))
         finally:
             cache.unwatch(watcher)
-        if not woken:
-            break
+        if not woken and request.transport is None:
+            break  # the client hung up: its place under RMQ_MAX_WATCHES is free again
     if answer.etag == watched:
         return not_modified(answer)
     return answer_response(request, answer)

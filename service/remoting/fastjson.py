@@ -4,7 +4,7 @@ fastjson writes a map whose keys are numbers without quotes: a BrokerData's
 ``HashMap<Long, String> brokerAddrs`` comes out as ``{"brokerAddrs":{0:"10.0.0.1:10911"}}``,
 a TopicQueueMappingInfo's ``currIdMap`` as ``{0:0}``. Standard parsers refuse that, so
 ``loads`` quotes such bare keys before parsing (only when the fast parse fails, and only
-in documents up to ``BARE_KEYS_MAX`` bytes: the quoting is pure Python, about 0.4 s per MiB
+in documents up to ``BARE_KEYS_MAX`` bytes: the quoting is pure Python, about 0.7 s per MiB
 of hostile input, so a bigger document in that form is refused rather than allowed to
 hold the event loop; fastjson writes bare keys only in small maps such as brokerAddrs).
 
@@ -21,8 +21,10 @@ from typing import Any
 
 import orjson
 
-# ~25 ms of quoting at worst; a TopicRouteData of 300 broker groups is well below it
-BARE_KEYS_MAX = 64 * 1024
+# ~10 ms of quoting at worst on a loaded core. fastjson writes bare keys in brokerAddrs and
+# in the static-topic mappings of a 5.x RegisterBrokerBody, which its compressed form
+# (compressedRegister=true) carries without any JSON to quote.
+BARE_KEYS_MAX = 16 * 1024
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_$.+\-]+")
 _WS = " \t\r\n"

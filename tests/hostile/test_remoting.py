@@ -196,3 +196,27 @@ def test_connections_past_the_cap_are_refused(make_target) -> None:
     finally:
         for s in socks:
             s.close()
+
+
+def test_pipelined_bodies_needing_the_bare_key_fallback_do_not_freeze_the_worker(target: Target) -> None:
+    body = b"{" + b"," * (16 * 1024 - 2) + b"}"  # the fallback's worst case, at its size limit
+    frames = b"".join(frame(header(opaque=i, ext=broker_fields(False)), body) for i in range(300))
+    with target.watch() as w:
+        with target.connect(30) as sock:
+            sock.sendall(frames)
+            answers = read_answers(sock, 300)
+    assert [a.code for a in answers] == [codes.SYSTEM_ERROR] * 300
+    w.assert_unharmed()
+
+
+def read_answers(sock: socket.socket, n: int) -> list[codec.Command]:
+    buf = bytearray()
+    answers: list[codec.Command] = []
+    while len(answers) < n:
+        chunk = sock.recv(1 << 20)
+        assert chunk, f"closed after {len(answers)} answers"
+        buf += chunk
+        while len(buf) >= 4 and len(buf) >= 4 + (length := struct.unpack(">i", buf[:4])[0]):
+            answers.append(codec.decode_payload(bytes(buf[4:4 + length])))
+            del buf[:4 + length]
+    return answers
