@@ -16,7 +16,9 @@ What one client can hold is bounded (docs/remoting.md lists every limit):
 - the bodies of large frames being read or handled share one budget per worker,
   ``RMQ_REMOTING_FRAME_BUFFER_BYTES``: a connection whose frame does not fit waits (its
   bytes stay in the kernel, TCP pushes back on the sender) instead of buffering them;
-- a connection reading pipelined frames gives the event loop back every few milliseconds.
+- a connection reading pipelined frames gives the event loop back every few milliseconds;
+- requests with large bodies take at most a few of the running places (their decoding
+  waits its turn, ``handlers.decoded``), so small requests always find one.
 
 Connections closed for these reasons, or refused, are counted for /metrics.
 """
@@ -24,6 +26,7 @@ Connections closed for these reasons, or refused, are counted for /metrics.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import itertools
 import socket
@@ -36,7 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from service.remoting import codec, codes
-from service.remoting.handlers import CHANNEL, Channel, Context, dispatch
+from service.remoting.handlers import CHANNEL, SMALL_BODY, Channel, Context, dispatch
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,8 @@ SMALL_FRAME = 64 * 1024
 SLICE_S = 0.005
 # How often idle connections and slow frames are looked for.
 SWEEP_S = 1.0
+
+_NO_LIMIT = contextlib.nullcontext()
 
 REFUSALS = ("too_many_connections",)
 CLOSINGS = ("idle", "slow_frame", "bad_frame", "answer_failed")
@@ -150,6 +155,7 @@ class RemotingServer:
         # requests running at once over all connections: below the Redis pool's size (redis-py's
         # asyncio pool holds 100 connections and fails, rather than waits, beyond that)
         self.running = asyncio.Semaphore(max_running)
+        self.heavy = asyncio.Semaphore(max(1, max_running // 16))
         settings = ctx.settings
         self.idle_s = settings.remoting_idle_ms / 1000
         self.frame_timeout_s = settings.remoting_frame_timeout_ms / 1000
@@ -352,7 +358,10 @@ class RemotingServer:
 
     async def _request(self, cmd: codec.Command, conn: Connection) -> None:
         writer = conn.writer
-        async with self.running:
+        # requests with large bodies hold at most a few of the running places, so that
+        # pipelined ones waiting for their turn to decode never keep small requests out
+        heavy = self.heavy if len(cmd.body) > SMALL_BODY else _NO_LIMIT
+        async with heavy, self.running:
             response = await dispatch(self.ctx, cmd, self.request_timeout)
         self.counts[(cmd.code, response.code)] += 1
         if cmd.is_oneway or writer.is_closing():
