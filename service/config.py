@@ -56,7 +56,7 @@ class Settings:
     remoting_idle_ms: int = 120_000
     remoting_max_connections: int = 10_000
     remoting_frame_timeout_ms: int = 30_000
-    remoting_frame_buffer_bytes: int = 128 * 1024 * 1024
+    remoting_frame_buffer_bytes: int = 96 * 1024 * 1024
     http_backlog: int = 1024
     http_header_timeout_ms: int = 10_000
     http_body_timeout_ms: int = 30_000
