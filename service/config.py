@@ -65,6 +65,15 @@ class Settings:
     log_format: str = "text"
     drain_ms: int = 0
     shutdown_timeout_ms: int = 20_000
+    # what one client may hold of a worker (docs/remoting.md "Limits")
+    remoting_idle_ms: int = 120_000
+    remoting_max_connections: int = 10_000
+    remoting_frame_timeout_ms: int = 30_000
+    remoting_frame_buffer_bytes: int = 96 * 1024 * 1024
+    http_backlog: int = 1024
+    http_header_timeout_ms: int = 10_000
+    http_body_timeout_ms: int = 30_000
+    max_watches: int = 1_000
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -112,6 +121,26 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_LOG_FORMAT": ("log_format", str),
     "RMQ_DRAIN_MS": ("drain_ms", int),
     "RMQ_SHUTDOWN_TIMEOUT_MS": ("shutdown_timeout_ms", int),
+    "RMQ_REMOTING_IDLE_MS": ("remoting_idle_ms", int),
+    "RMQ_REMOTING_MAX_CONNECTIONS": ("remoting_max_connections", int),
+    "RMQ_REMOTING_FRAME_TIMEOUT_MS": ("remoting_frame_timeout_ms", int),
+    "RMQ_REMOTING_FRAME_BUFFER_BYTES": ("remoting_frame_buffer_bytes", int),
+    "RMQ_HTTP_BACKLOG": ("http_backlog", int),
+    "RMQ_HTTP_HEADER_TIMEOUT_MS": ("http_header_timeout_ms", int),
+    "RMQ_HTTP_BODY_TIMEOUT_MS": ("http_body_timeout_ms", int),
+    "RMQ_MAX_WATCHES": ("max_watches", int),
+}
+
+# variable -> the least value that makes sense (a frame of the largest size must fit the buffer)
+MINIMUMS: dict[str, int] = {
+    "RMQ_REMOTING_IDLE_MS": 1,
+    "RMQ_REMOTING_MAX_CONNECTIONS": 1,
+    "RMQ_REMOTING_FRAME_TIMEOUT_MS": 1,
+    "RMQ_REMOTING_FRAME_BUFFER_BYTES": 16 * 1024 * 1024,
+    "RMQ_HTTP_BACKLOG": 1,
+    "RMQ_HTTP_HEADER_TIMEOUT_MS": 1,
+    "RMQ_HTTP_BODY_TIMEOUT_MS": 1,
+    "RMQ_MAX_WATCHES": 0,
 }
 
 
@@ -148,6 +177,10 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         raise SystemExit("RMQ_VERSION_POLL_MS must be below RMQ_MAX_STALENESS_MS, or the cache would never be fresh")
     if settings.log_format not in ("text", "json"):
         raise SystemExit(f"RMQ_LOG_FORMAT must be 'text' or 'json', not {settings.log_format!r}")
+    for var, least in MINIMUMS.items():
+        value = getattr(settings, ENV[var][0])
+        if value < least:
+            raise SystemExit(f"{var} must be at least {least}, not {value}")
     if settings.auth_reads not in ("open", "token"):
         raise SystemExit(f"RMQ_AUTH_READS must be 'open' or 'token', not {settings.auth_reads!r}")
     _check_cluster_url(settings)

@@ -21,8 +21,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.backoff import NoBackoff
-from redis.exceptions import (AskError, ClusterDownError, NoScriptError, OutOfMemoryError, ReadOnlyError,
-                              RedisClusterException, RedisError, ResponseError, TryAgainError)
+from redis.exceptions import (AskError, ClusterDownError, ConnectionError as RedisConnectionError, NoScriptError,
+                              OutOfMemoryError, ReadOnlyError, RedisClusterException, RedisError, ResponseError,
+                              TimeoutError as RedisTimeoutError, TryAgainError)
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 
@@ -66,6 +67,33 @@ class NotReplicated(StoreUnavailable):
 # Errors that say the store cannot serve the call now (the script did not run), not that it
 # has a bug: a script flushed from the cache, a Redis Cluster's slot moving or failing over.
 _NOT_SERVED = (NoScriptError, AskError, ClusterDownError, TryAgainError)
+
+
+class OutcomeUnknown(StoreUnavailable):
+    """A change went to Redis but no answer came back in time: its script may have run
+    (whole: a script is atomic) or not. Every change is idempotent, so sending it again is
+    safe; a caller must not be told that nothing was changed."""
+
+
+def outcome_text(e: StoreUnavailable) -> str:
+    """What an answer says about a change that failed this way, the same on both fronts:
+    whether it was applied, and whether a retry is safe."""
+    if isinstance(e, NotReplicated):
+        return f"{e}: it may be lost if the primary fails now; sending it again is safe"
+    if isinstance(e, OutcomeUnknown):
+        return ("the route store did not answer in time: the change may or may not have been applied; "
+                "sending it again is safe")
+    if isinstance(e, StoreRefusing):
+        return f"the route store refuses writes ({e.cause}); nothing was changed, retry later"
+    return "the route store is unavailable; nothing was changed, retry"
+
+
+def _may_have_run(exc: BaseException) -> bool:
+    """Whether a command that failed this way may have reached Redis: a timeout, or a
+    connection lost after it was set up (one that could not be made sent nothing)."""
+    if isinstance(exc, (asyncio.TimeoutError, RedisTimeoutError)):
+        return True
+    return isinstance(exc, RedisConnectionError) and "connecting to" not in str(exc)
 
 
 # Redis' refusals, by the error they come as: what an operator must fix, in a word.
@@ -214,8 +242,9 @@ class Store:
         self._slot_owner = (redis_cluster.SlotOwner(self.redis, self.keys.version)
                             if isinstance(self.redis, RedisCluster) else None)
 
-    async def call(self, coro: Any) -> Any:
-        """Runs one Redis operation within the timeout; any failure is StoreUnavailable."""
+    async def call(self, coro: Any, writes: bool = False) -> Any:
+        """Runs one Redis operation within the timeout; any failure is StoreUnavailable, and
+        OutcomeUnknown when the operation ``writes`` and may have run all the same."""
         try:
             if _timeout is not None:  # Python 3.11+: bounds the call without a task of its own
                 async with _timeout(self.timeout):
@@ -230,18 +259,21 @@ class Store:
             if isinstance(exc, ResponseError) and not isinstance(exc, _NOT_SERVED):
                 raise  # a script bug, not an outage: let it surface as a 500 and in logs
             self.errors += 1
+            if writes and _may_have_run(exc):
+                raise OutcomeUnknown(str(exc) or type(exc).__name__) from exc
             raise StoreUnavailable(str(exc) or type(exc).__name__) from exc
 
     async def run(self, name: str, args: Sequence[str | int]) -> Any:
         """EVALSHA of a named script; redis-py loads it again on NOSCRIPT, and a cache
         flushed again between that load and its retry gets a few more tries. A script that
         writes waits for RMQ_REDIS_MIN_REPLICAS replicas when that is set."""
-        replicated = self.min_replicas > 0 and name not in READ_SCRIPTS
+        writes = name not in READ_SCRIPTS
+        replicated = self.min_replicas > 0 and writes
         for attempt in range(3):
             try:
                 if replicated:
                     return await self._run_replicated(name, args)
-                return await self.call(self._scripts[name](keys=[self.keys.version], args=list(args)))
+                return await self.call(self._scripts[name](keys=[self.keys.version], args=list(args)), writes)
             except StoreUnavailable as exc:
                 if attempt == 2 or not isinstance(exc.__cause__, NoScriptError):
                     raise
@@ -252,13 +284,14 @@ class Store:
         # and the WAIT go out together on one connection, as a pipeline
         script = self._scripts[name]
         if self._slot_owner is not None:  # on a cluster: a connection of the slot's primary
-            result, acknowledged = await self.call(self._slot_owner.run_and_wait(
-                script.sha, script.script, [self.keys.version], list(args), self.min_replicas, self.wait_ms))
+            waited = self._slot_owner.run_and_wait(script.sha, script.script, [self.keys.version], list(args),
+                                                   self.min_replicas, self.wait_ms)
+            result, acknowledged = await self.call(waited, writes=True)
         else:
             pipe = self.redis.pipeline(transaction=False)
             await script(keys=[self.keys.version], args=list(args), client=pipe)  # queues it
             pipe.execute_command("WAIT", self.min_replicas, self.wait_ms)
-            result, acknowledged = await self.call(pipe.execute())
+            result, acknowledged = await self.call(pipe.execute(), writes=True)
         if int(acknowledged) < self.min_replicas:
             self.errors += 1
             raise NotReplicated(f"the change was applied on the primary but {acknowledged} of {self.min_replicas} "

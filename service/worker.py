@@ -24,6 +24,7 @@ from aiohttp import web
 
 from service.config import Settings, StartupError
 from service.http.app import create_app as create_http_app
+from service.http.connections import HeaderDeadlineRunner
 from service.http.context import NODE
 from service.node import Node
 from service.remoting.handlers import Context
@@ -108,8 +109,9 @@ async def _unless_stopped(step: Awaitable[None], stop: asyncio.Event) -> bool:
 async def serve(app: web.Application, settings: Settings) -> None:
     """Runs a worker made by ``create_app`` until SIGTERM or SIGINT, then stops it
     gracefully; raises ``StartupError`` when it cannot start, after stopping what had."""
-    runner = web.AppRunner(app, handle_signals=False, access_log=None,
-                           shutdown_timeout=settings.shutdown_timeout_ms / 1000)
+    runner = HeaderDeadlineRunner(app, handle_signals=False, access_log=None,
+                                  shutdown_timeout=settings.shutdown_timeout_ms / 1000,
+                                  header_timeout_s=settings.http_header_timeout_ms / 1000)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -120,7 +122,9 @@ async def serve(app: web.Application, settings: Settings) -> None:
         if not await _unless_stopped(runner.setup(), stop):
             log.info("stop requested while starting")
             return
-        site = web.TCPSite(runner, settings.host, settings.port)
+        # a listen queue for bursts of new clients (aiohttp's default is 128; the kernel caps
+        # it at net.core.somaxconn)
+        site = web.TCPSite(runner, settings.host, settings.port, backlog=settings.http_backlog)
         try:
             await site.start()
         except OSError as exc:

@@ -62,7 +62,9 @@ def test_defaults_match_the_contract() -> None:
         "0.0.0.0", 8080, "rmq", 120_000, 5_000, 1_000, 4_194_304, False)
 
 
-@pytest.mark.parametrize("var,value", [("RMQ_PORT", "eighty"), ("RMQ_ORDER_MESSAGE_ENABLE", "maybe"), ("RMQ_AUTH_READS", "x")])
+@pytest.mark.parametrize("var,value", [("RMQ_PORT", "eighty"), ("RMQ_ORDER_MESSAGE_ENABLE", "maybe"), ("RMQ_AUTH_READS", "x"),
+                                       ("RMQ_REMOTING_FRAME_BUFFER_BYTES", "1000"), ("RMQ_REMOTING_IDLE_MS", "0"),
+                                       ("RMQ_MAX_WATCHES", "-1")])
 def test_bad_setting_stops_with_a_clear_message(var: str, value: str) -> None:
     with pytest.raises(SystemExit, match=var):
         from_env({var: value})

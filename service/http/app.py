@@ -10,6 +10,7 @@ import orjson
 from aiohttp import web
 
 from service import auth
+from service.http.connections import quiet_malformed_requests
 from service.http.context import NODE, OPENAPI, bind
 from service.http.metrics import RequestCollector, RequestTally
 from service.http.observe import Observer, Unmatched
@@ -21,6 +22,7 @@ from service.node import Node
 def create_app(node: Node) -> web.Application:
     settings = node.settings
     app = web.Application(client_max_size=settings.max_body_bytes)
+    quiet_malformed_requests()
     tally = RequestTally()
     node.prometheus.register(RequestCollector(tally))
     tokens = auth.TokenFile(settings.auth_tokens_file) if settings.auth_tokens_file else None

@@ -27,6 +27,18 @@ OBSERVER = web.AppKey("observer", Observer)
 OPENAPI = web.AppKey("openapi", bytes)
 
 
+class WatchCount:
+    """Long polls (?watch=) waiting on this worker, against RMQ_MAX_WATCHES."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting = 0
+        self.refused = 0
+
+
+WATCHES = web.AppKey("watches", WatchCount)
+
+
 def bind(app: web.Application, node: Node, observer: Observer) -> None:
     app[NODE] = node
     app[SETTINGS] = node.settings
@@ -35,6 +47,7 @@ def bind(app: web.Application, node: Node, observer: Observer) -> None:
     app[SCANNER] = node.scanner
     app[CACHE] = node.cache
     app[OBSERVER] = observer
+    app[WATCHES] = WatchCount(node.settings.max_watches)
 
 
 def node(request: web.Request) -> Node:

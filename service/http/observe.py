@@ -25,7 +25,7 @@ from service import auth
 from service.http.errors import ApiError, error_response
 from service.http.metrics import RequestTally
 from service.logs import REQUEST_ID, new_request_id
-from service.store import NotReplicated, StoreRefusing, StoreUnavailable
+from service.store import StoreRefusing, StoreUnavailable, outcome_text
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,9 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
                     log.warning("Redis unavailable: %s", e)
                 response = error_response(503, "STORE_UNAVAILABLE", unavailable_message(e),
                                           headers={"Retry-After": "1"})
+            except ConnectionResetError as e:  # the client hung up (mid-body): nobody to answer
+                log.info("client %s hung up during %s %s: %s", request.remote, request.method, request.path, e)
+                response = error_response(499, "CLIENT_CLOSED", "the client closed the connection")
             except Exception:
                 log.exception("unhandled error in %s %s", request.method, request.path)
                 response = error_response(500, "INTERNAL_ERROR", "internal error; see the registry's log")
@@ -90,13 +93,9 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
 
 
 def unavailable_message(e: StoreUnavailable) -> str:
-    """What a 503 tells the caller: that nothing was changed, unless a change was applied
-    and only its replication is unconfirmed."""
-    if isinstance(e, NotReplicated):
-        return f"{e}: it may be lost if the primary fails now; sending it again is safe"
-    if isinstance(e, StoreRefusing):
-        return f"the route store refuses writes ({e.cause}); nothing was changed, retry later"
-    return "the route store is unavailable; nothing was changed, retry"
+    """What a 503 tells the caller: whether the change was applied, and whether a retry is
+    safe (the remoting front says the same)."""
+    return outcome_text(e)
 
 
 def http_error(request: web.Request, e: web.HTTPException) -> web.Response:

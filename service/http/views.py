@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from service.cache import ANY, CLUSTER, Answer, ReadCache, make_answer
-from service.http.context import OPENAPI, node
+from service.http.context import OPENAPI, WATCHES, node
 from service.http.errors import ApiError, error_response, invalid, topic_not_exist
 from service.http.observe import Handler
 from service.models import (
@@ -45,9 +45,24 @@ def ok() -> web.Response:
     return web.Response(body=OK, content_type="application/json")
 
 
+async def read_body(request: web.Request) -> bytes:
+    """The request's body: refused up front (413) when its Content-Length is over the
+    limit, and 408 when it has not all arrived within RMQ_HTTP_BODY_TIMEOUT_MS."""
+    limit = node(request).settings.max_body_bytes  # the app's client_max_size
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(413, "PAYLOAD_TOO_LARGE", f"a body of {request.content_length} bytes is over the "
+                       f"{limit}-byte limit (RMQ_MAX_BODY_BYTES)")
+    timeout_ms = node(request).settings.http_body_timeout_ms
+    try:
+        return await asyncio.wait_for(request.read(), timeout_ms / 1000)
+    except asyncio.TimeoutError:
+        raise ApiError(408, "REQUEST_TIMEOUT", f"the body did not arrive within {timeout_ms} ms "
+                       "(RMQ_HTTP_BODY_TIMEOUT_MS)") from None
+
+
 async def read_json(request: web.Request) -> dict[str, Any]:
     """The body's JSON object; anything malformed is a 400 before any change."""
-    return json_object(await request.read())
+    return json_object(await read_body(request))
 
 
 def json_object(body: bytes) -> dict[str, Any]:
@@ -90,7 +105,7 @@ async def register_broker(request: web.Request) -> web.Response:
     # A broker re-sends the same body every 30 s: when it is byte for byte the one an
     # address last registered in full (so already validated), only liveness is refreshed,
     # without parsing, validating or walking thousands of topic configs again.
-    body = await request.read()
+    body = await read_body(request)
     digest = hashlib.blake2b(body, digest_size=16).hexdigest()
     answer = await registry(request).register_unchanged(digest)
     if answer is not None:
@@ -198,6 +213,26 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
     # long poll: answer as soon as the route differs from the one the client has
     watched = '"' + watch.strip().strip('"') + '"'
     timeout = parse_duration(request.query.get("timeout", "30s"), node(request).settings.watch_max_ms)
+    watches = request.app[WATCHES]
+    if watches.waiting >= watches.limit:
+        watches.refused += 1
+        return error_response(503, "TOO_MANY_WATCHES", f"this worker already holds {watches.limit} watches "
+                              "(RMQ_MAX_WATCHES); read without ?watch, or watch again in a second",
+                              headers={"Retry-After": "1"})
+    watches.waiting += 1
+    try:
+        return await long_poll(request, cache, topic, fetch, watched, timeout)
+    finally:
+        watches.waiting -= 1
+
+
+# How often a waiting watch looks whether its client is still there.
+HANGUP_CHECK_S = 2.0
+
+
+async def long_poll(request: web.Request, cache: ReadCache, topic: str, fetch: Callable[[], Awaitable[Answer]],
+                    watched: str, timeout: float) -> web.Response:
+    """Answers as soon as the route of `topic` differs from `watched`, or 304 at the timeout."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         answer = await cache.route("http", topic, fetch)
@@ -208,11 +243,11 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
         # watch costs no Redis work, and other topics' changes do not wake it
         watcher = cache.watch(topic, answer)
         try:
-            woken = await wait(watcher.event, remaining)
+            woken = await wait(watcher.event, min(remaining, HANGUP_CHECK_S))
         finally:
             cache.unwatch(watcher)
-        if not woken:
-            break
+        if not woken and request.transport is None:
+            break  # the client hung up: its place under RMQ_MAX_WATCHES is free again
     if answer.etag == watched:
         return not_modified(answer)
     return answer_response(request, answer)

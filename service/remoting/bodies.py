@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from service.remoting import fastjson
+from service.remoting.codec import MAX_FRAME
 from service.remoting.codes import V5_0_0
 
 
@@ -26,7 +27,12 @@ def json_body(body: bytes, what: str) -> Any:
 
 
 # ---------------------------------------------------------------------- REGISTER_BROKER
-def register_broker_body(body: bytes, compressed: bool, version: int) -> dict[str, Any]:
+# The most a compressed RegisterBrokerBody may inflate to: what the largest frame could
+# carry uncompressed. Inflating stops there, so a zlib bomb costs at most this much memory.
+MAX_INFLATED = MAX_FRAME
+
+
+def register_broker_body(body: bytes, compressed: bool, version: int, max_topics: int | None = None) -> dict[str, Any]:
     """RegisterBrokerBody -> {"topicConfigSerializeWrapper": {...}, "filterServerList": [...]}.
 
     Plain: fastjson JSON of RegisterBrokerBody. Compressed (header ``compressed=true``): a
@@ -34,16 +40,78 @@ def register_broker_body(body: bytes, compressed: bool, version: int) -> dict[st
     RocketMQ 5.x brokers with ``compressedRegister=true`` send the compressed form with
     ``compressed=false`` in the header (BrokerOuterAPI.registerBrokerAll always sets false),
     so a body starting with a zlib header (0x78; JSON starts with '{') is inflated too.
+    More than ``max_topics`` topics (when given) is refused before any of them is read further.
     """
     if compressed or body[:1] == b"\x78":
-        return _inflate_register(body, version)
+        return _inflate_register(body, version, max_topics)
     doc = json_body(body, "RegisterBrokerBody")
     if not isinstance(doc, dict):
         raise BodyError("RegisterBrokerBody must be a JSON object")
+    wrapper = doc.get("topicConfigSerializeWrapper")
+    table = wrapper.get("topicConfigTable") if isinstance(wrapper, dict) else None
+    if isinstance(table, dict):
+        _check_topic_count(len(table), max_topics)
     return doc
 
 
-def _inflate_register(body: bytes, version: int) -> dict[str, Any]:
+def _check_topic_count(count: int, max_topics: int | None) -> None:
+    if max_topics is not None and count > max_topics:
+        raise BodyError(f"{count} topics; at most {max_topics} topics per registration (RMQ_MAX_TOPICS_PER_REGISTRATION)")
+
+
+class _Inflater:
+    """Reads a zlib stream part by part, inflating only as far as the parts asked for and
+    never past ``MAX_INFLATED`` bytes in all."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, body: bytes) -> None:
+        self._z = zlib.decompressobj()
+        self._pending = body  # compressed input not yet given to zlib
+        self._buf = bytearray()
+        self._total = 0
+
+    def _more(self, need: int) -> None:
+        while len(self._buf) < need:
+            if not self._pending and not self._z.unconsumed_tail:
+                raise BodyError("compressed RegisterBrokerBody ends early")
+            room = MAX_INFLATED - self._total
+            if room <= 0:
+                raise BodyError(f"compressed RegisterBrokerBody inflates past {MAX_INFLATED} bytes")
+            data = self._z.unconsumed_tail or self._pending
+            self._pending = b""
+            try:
+                out = self._z.decompress(data, min(self.CHUNK, room))
+            except zlib.error as e:
+                raise BodyError(f"compressed RegisterBrokerBody does not inflate: {e}") from None
+            if not out and self._z.eof:
+                raise BodyError("compressed RegisterBrokerBody ends early")
+            self._total += len(out)
+            self._buf += out
+
+    def int32(self) -> int:
+        self._more(4)
+        (n,) = struct.unpack_from(">i", self._buf, 0)
+        del self._buf[:4]
+        return n
+
+    def part(self) -> bytes:
+        n = self.int32()
+        if n < 0 or n > MAX_INFLATED:
+            raise BodyError("compressed RegisterBrokerBody has a bad part length")
+        self._more(n)
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    def count(self) -> int:
+        n = self.int32()
+        if n < 0:
+            raise BodyError("compressed RegisterBrokerBody has a negative count")
+        return n
+
+
+def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict[str, Any]:
     """RegisterBrokerBody.encode(true): after inflating,
 
     int32 n + DataVersion JSON; int32 count; count x (int32 n + TopicConfig.encode()),
@@ -53,46 +121,22 @@ def _inflate_register(body: bytes, version: int) -> dict[str, Any]:
     5.0.0 on int32 count + count x (int32 n + TopicQueueMappingInfo JSON), which a
     NameServer keeps only for static topics and we do not use.
     """
-    try:
-        raw = zlib.decompress(body)
-    except zlib.error as e:
-        raise BodyError(f"compressed RegisterBrokerBody does not inflate: {e}") from None
-    at = 0
-
-    def take() -> bytes:
-        nonlocal at
-        if at + 4 > len(raw):
-            raise BodyError("compressed RegisterBrokerBody ends early")
-        (n,) = struct.unpack_from(">i", raw, at)
-        if n < 0 or at + 4 + n > len(raw):
-            raise BodyError("compressed RegisterBrokerBody has a bad part length")
-        part = raw[at + 4:at + 4 + n]
-        at += 4 + n
-        return part
-
-    def count() -> int:
-        nonlocal at
-        if at + 4 > len(raw):
-            raise BodyError("compressed RegisterBrokerBody ends early")
-        (n,) = struct.unpack_from(">i", raw, at)
-        at += 4
-        if n < 0:
-            raise BodyError("compressed RegisterBrokerBody has a negative count")
-        return n
-
-    data_version = json_body(take(), "DataVersion")
+    stream = _Inflater(body)
+    data_version = json_body(stream.part(), "DataVersion")
     table: dict[str, Any] = {}
-    for _ in range(count()):
-        config = _topic_config_line(take())
+    count = stream.count()
+    _check_topic_count(count, max_topics)
+    for _ in range(count):
+        config = _topic_config_line(stream.part())
         table[config["topicName"]] = config
-    filters_json = take()
+    filters_json = stream.part()
     try:
         filters = fastjson.loads(filters_json) if filters_json else []
     except ValueError:
         filters = []  # RocketMQ logs and goes on with an empty list
     if version >= V5_0_0:
-        for _ in range(count()):
-            take()  # TopicQueueMappingInfo: static topics, not kept
+        for _ in range(stream.count()):
+            stream.part()  # TopicQueueMappingInfo: static topics, not kept
     return {
         "topicConfigSerializeWrapper": {"dataVersion": data_version, "topicConfigTable": table},
         "filterServerList": filters if filters is not None else [],
@@ -100,7 +144,7 @@ def _inflate_register(body: bytes, version: int) -> dict[str, Any]:
 
 
 def _topic_config_line(raw: bytes) -> dict[str, Any]:
-    parts = raw.decode("utf-8", errors="replace").split(" ")
+    parts = raw.decode("utf-8", errors="replace").split(" ", 5)  # the attributes after the 5th stay whole
     if len(parts) < 5:
         raise BodyError(f"bad TopicConfig line {raw[:80]!r}")
     try:
@@ -117,16 +161,15 @@ def compress_register_body(doc: dict[str, Any], version: int) -> bytes:
     def part(b: bytes) -> bytes:
         return struct.pack(">i", len(b)) + b
 
-    out = part(orjson.dumps(wrapper["dataVersion"]))
     table = wrapper.get("topicConfigTable", {})
-    out += struct.pack(">i", len(table))
+    out = [part(orjson.dumps(wrapper["dataVersion"])), struct.pack(">i", len(table))]
     for name, tc in table.items():
         line = f"{name} {tc['readQueueNums']} {tc['writeQueueNums']} {tc['perm']} SINGLE_TAG {{}}"
-        out += part(line.encode())
-    out += part(orjson.dumps(doc.get("filterServerList") or []))
+        out.append(part(line.encode()))
+    out.append(part(orjson.dumps(doc.get("filterServerList") or [])))
     if version >= V5_0_0:
-        out += struct.pack(">i", 0)
-    return zlib.compress(out, 9)
+        out.append(struct.pack(">i", 0))
+    return zlib.compress(b"".join(out), 9)
 
 
 def crc32(body: bytes) -> int:

@@ -18,11 +18,15 @@ ROCKETMQ binary header (RocketMQSerializable)::
     int32 extLength + ext entries (int16 keyLength + key, int32 valueLength + value)...
 
 Flag bit 0 marks a response, bit 1 a oneway request (no answer). NettyDecoder refuses a
-frame whose length, counting the 4-byte length field, exceeds 16 MiB.
+frame whose length, counting the 4-byte length field, exceeds 16 MiB. A header above
+``MAX_HEADER`` is refused before it is parsed (RocketMQ's headers are a few hundred bytes;
+the largest legitimate one carries a KV value of at most 64 KiB), and the integer fields
+must fit Java's int, as fastjson requires when it reads them.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 
@@ -36,6 +40,7 @@ SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
 
 MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength, length field included
 MAX_LENGTH = MAX_FRAME - 4     # the largest value the length field may carry
+MAX_HEADER = 256 * 1024        # a 64 KiB KV value, JSON-escaped, and the other fields
 
 FLAG_RESPONSE = 1 << 0
 FLAG_ONEWAY = 1 << 1
@@ -91,6 +96,8 @@ def decode_payload(payload: bytes) -> Command:
     kind, header_len = header_field >> 24, header_field & 0xFFFFFF
     if header_len > len(payload) - 4:
         raise FrameError(f"bad header length {header_len} in a frame of {len(payload)} bytes")
+    if header_len > MAX_HEADER:
+        raise FrameError(f"header of {header_len} bytes exceeds the {MAX_HEADER}-byte limit")
     header = payload[4:4 + header_len]
     if kind == JSON:
         cmd = _decode_json_header(header)
@@ -112,11 +119,19 @@ def decode_frame(frame: bytes) -> Command:
     return decode_payload(frame[4:])
 
 
+_INT_TEXT = re.compile(r"-?[0-9]{1,10}")
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+
+
 def _int(value: object, name: str) -> int:
+    """A header integer as fastjson reads it into a Java int: a number, or a string of ASCII
+    digits, within int32; FrameError otherwise (the answer could not carry it back)."""
+    if isinstance(value, str) and _INT_TEXT.fullmatch(value):
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.lstrip("-").isdigit():
-            return int(value)
-        raise FrameError(f"header field {name} is not an integer: {value!r}")
+        raise FrameError(f"header field {name} is not an integer: {str(value)[:40]!r}")
+    if not INT_MIN <= value <= INT_MAX:
+        raise FrameError(f"header field {name} is outside Java's int: {str(value)[:40]}")
     return value
 
 

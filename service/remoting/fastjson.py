@@ -3,7 +3,10 @@
 fastjson writes a map whose keys are numbers without quotes: a BrokerData's
 ``HashMap<Long, String> brokerAddrs`` comes out as ``{"brokerAddrs":{0:"10.0.0.1:10911"}}``,
 a TopicQueueMappingInfo's ``currIdMap`` as ``{0:0}``. Standard parsers refuse that, so
-``loads`` quotes such bare keys before parsing (only when the fast parse fails).
+``loads`` quotes such bare keys before parsing (only when the fast parse fails, and only
+in documents up to ``BARE_KEYS_MAX`` bytes: the quoting is pure Python, about 0.7 s per MiB
+of hostile input, so a bigger document in that form is refused rather than allowed to
+hold the event loop; fastjson writes bare keys only in small maps such as brokerAddrs).
 
 RocketMQ's NameServer sends that form to clients older than 4.9.4 (request ``version``
 < 401, unless the header ``acceptStandardJsonOnly`` is true) and always for ClusterInfo;
@@ -18,15 +21,24 @@ from typing import Any
 
 import orjson
 
+# ~10 ms of quoting at worst on a loaded core. fastjson writes bare keys in brokerAddrs and
+# in the static-topic mappings of a 5.x RegisterBrokerBody, which its compressed form
+# (compressedRegister=true) carries without any JSON to quote.
+BARE_KEYS_MAX = 16 * 1024
+
 _BARE_KEY = re.compile(r"[A-Za-z0-9_$.+\-]+")
 _WS = " \t\r\n"
 
 
 def loads(data: bytes | str) -> Any:
-    """Standard JSON, or fastjson's output with unquoted map keys; ValueError otherwise."""
+    """Standard JSON, or fastjson's output with unquoted map keys (up to BARE_KEYS_MAX
+    bytes); ValueError otherwise."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as first:
+        if len(data) > BARE_KEYS_MAX:
+            raise ValueError(f"{first}; a document over {BARE_KEYS_MAX} bytes must be standard JSON "
+                             "(map keys quoted)") from None
         text = data.decode("utf-8", errors="strict") if isinstance(data, (bytes, bytearray, memoryview)) else data
         fixed = quote_bare_keys(text)
         if fixed == text:

@@ -14,7 +14,7 @@ import hashlib
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 import orjson
 from pydantic import ValidationError
@@ -44,12 +44,9 @@ from service.auth import TokenFile
 from service.remoting import acl, bodies, codes
 from service.remoting.codec import Command, response_to
 from service.remoting.namesrv_config import properties as namesrv_config_values
-from service.store import NotReplicated, Store, StoreRefusing, StoreUnavailable
+from service.store import NotReplicated, OutcomeUnknown, Store, StoreRefusing, StoreUnavailable, outcome_text
 
 log = logging.getLogger(__name__)
-
-
-STORE_UNAVAILABLE = "the route store is unavailable; nothing was changed, retry"
 
 
 @dataclass
@@ -93,6 +90,8 @@ class Context:
         white = node.settings.remoting_white_addresses
         self.white = AddressList.from_setting(white) if white else None
         self.listen_port = node.settings.remoting_port  # the bound one once the server listens
+        # large bodies are decoded one at a time (see ``decoded``)
+        self.decode_turn = asyncio.Semaphore(1)
 
 
 Handler = Callable[[Context, Command], Awaitable[Command]]
@@ -145,11 +144,29 @@ def validate(ctx: Context, model: type[M], data: dict[str, Any]) -> M:
         raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: {describe(e)}") from None
 
 
-def body_doc(cmd: Command, what: str) -> Any:
+async def body_doc(ctx: Context, cmd: Command, what: str) -> Any:
     try:
-        return bodies.json_body(cmd.body, what)
+        return await decoded(ctx, cmd, lambda: bodies.json_body(cmd.body, what))
     except bodies.BodyError as e:
         raise RemotingError(codes.SYSTEM_ERROR, str(e)) from None
+
+
+# Bodies up to this size are decoded at once: a few hundred microseconds at most.
+SMALL_BODY = 4096
+T = TypeVar("T")
+
+
+async def decoded(ctx: Context, cmd: Command, decode: Callable[[], T]) -> T:
+    """``decode()`` of a request's body. A larger body waits for its turn: one at a time
+    per worker, each after the I/O that arrived meanwhile, so that pipelined bodies
+    costing milliseconds each never run back to back while other clients wait; a big one
+    (a 10,000-topic registration takes tens of ms) runs in a thread, so the event loop
+    answers route reads meanwhile."""
+    if len(cmd.body) <= SMALL_BODY:
+        return decode()
+    async with ctx.decode_turn:
+        await asyncio.sleep(0)
+        return await off_loop(body_weight(len(cmd.body)), decode)
 
 
 def identity(cmd: Command) -> dict[str, Any]:
@@ -196,16 +213,15 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     crc = long_field(cmd, "bodyCrc32", required=False) or 0
     if crc != 0 and crc != bodies.crc32(cmd.body):
         return fail(cmd, codes.SYSTEM_ERROR, "crc32 not match")
-    # a 10,000-topic body takes tens of ms to read and check: in a thread when big, so the
-    # event loop answers route reads meanwhile
-    req = await off_loop(body_weight(len(cmd.body)), register_request, ctx, cmd, data)
+    req = await decoded(ctx, cmd, lambda: register_request(ctx, cmd, data))
     return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
 
 
 def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> RegisterRequest:
     try:
         if cmd.version >= codes.V3_0_11:
-            doc = (bodies.register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version)
+            doc = (bodies.register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version,
+                                               ctx.settings.max_topics_per_registration)
                    if cmd.body else {"topicConfigSerializeWrapper": EMPTY_WRAPPER, "filterServerList": []})
         else:  # before 3.0.11 the body is a bare TopicConfigSerializeWrapper, no filter servers
             doc = {"topicConfigSerializeWrapper": bodies.json_body(cmd.body, "TopicConfigSerializeWrapper")
@@ -254,7 +270,7 @@ async def broker_heartbeat(ctx: Context, cmd: Command) -> Command:
 
 async def query_data_version(ctx: Context, cmd: Command) -> Command:
     data = identity(cmd)
-    data["dataVersion"] = body_doc(cmd, "DataVersion")
+    data["dataVersion"] = await body_doc(ctx, cmd, "DataVersion")
     req = validate(ctx, QueryDataVersionRequest, data)
     result = await ctx.registry.query_data_version(req, channel_id(req.brokerAddr))
     stored = result["nameServerDataVersion"]
@@ -349,7 +365,7 @@ async def delete_topic(ctx: Context, cmd: Command) -> Command:
 
 async def register_topic(ctx: Context, cmd: Command) -> Command:
     topic = name_field(cmd, "topic", TOPIC_MAX)
-    doc = body_doc(cmd, "TopicRouteData") if cmd.body else {}
+    doc = await body_doc(ctx, cmd, "TopicRouteData") if cmd.body else {}
     queues = doc.get("queueDatas") if isinstance(doc, dict) else None
     if not queues:
         return ok(cmd)  # RocketMQ: nothing to register
@@ -474,13 +490,13 @@ async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
         return await asyncio.wait_for(handler(ctx, cmd), timeout)
     except RemotingError as e:
         return fail(cmd, e.code, e.remark)
-    except NotReplicated as e:
-        return fail(cmd, codes.SYSTEM_ERROR, f"{e}: it may be lost if the primary fails now; sending it again is safe")
-    except StoreRefusing as e:  # logged once per burst by the store
-        return fail(cmd, codes.SYSTEM_ERROR, f"the route store refuses writes ({e.cause}); nothing was changed, retry later")
-    except (StoreUnavailable, asyncio.TimeoutError) as e:
-        log.warning("Redis unavailable for request code %s: %s", cmd.code, e)
-        return fail(cmd, codes.SYSTEM_ERROR, STORE_UNAVAILABLE)
+    except StoreUnavailable as e:
+        if not isinstance(e, (StoreRefusing, NotReplicated)):  # refusals are logged once per burst by the store
+            log.warning("Redis unavailable for request code %s: %s", cmd.code, e)
+        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(e))
+    except asyncio.TimeoutError:  # the handler's own calls may have gone through
+        log.warning("request code %s took longer than %.1f s", cmd.code, timeout)
+        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(OutcomeUnknown()))
     except Exception:
         log.exception("unhandled error in request code %s", cmd.code)
         return fail(cmd, codes.SYSTEM_ERROR, "internal error; see the registry's log")

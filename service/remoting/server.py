@@ -6,30 +6,48 @@ handlers at once over the server), so a client may pipeline
 requests and receive answers in any order, as with RocketMQ's Netty server. A request's
 failure is answered (SYSTEM_ERROR) and the connection goes on; a frame that cannot be
 decoded, or is above the 16 MiB limit, closes that connection only, as NettyDecoder does.
+
+What one client can hold is bounded (docs/remoting.md lists every limit):
+
+- connections: past ``RMQ_REMOTING_MAX_CONNECTIONS`` a new one is closed at once;
+- idle connections (no frame for ``RMQ_REMOTING_IDLE_MS``, nothing in flight) are closed,
+  as Netty's idle handler closes them in RocketMQ;
+- a frame must arrive whole within ``RMQ_REMOTING_FRAME_TIMEOUT_MS`` of its length field;
+- the bodies of large frames being read or handled share one budget per worker,
+  ``RMQ_REMOTING_FRAME_BUFFER_BYTES``: a connection whose frame does not fit waits (its
+  bytes stay in the kernel, TCP pushes back on the sender) instead of buffering them;
+- a connection reading pipelined frames gives the event loop back every few milliseconds;
+- requests with large bodies take at most a few of the running places (their decoding
+  waits its turn, ``handlers.decoded``), so small requests always find one.
+
+Connections closed for these reasons, or refused, are counted for /metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import itertools
 import socket
+import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from typing import Iterator
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from service.remoting import codec, codes, proxy
-from service.remoting.handlers import CHANNEL, Channel, Context, dispatch
+from service.remoting.handlers import CHANNEL, SMALL_BODY, Channel, Context, dispatch
 
 log = logging.getLogger(__name__)
 
 
 class RequestCounts(Collector):
     """``rmq_remoting_requests_total{code,response}``, from the server's plain counts: a
-    labelled Prometheus counter costs a lock and a label lookup per request."""
+    labelled Prometheus counter costs a lock and a label lookup per request. Also the
+    connections: open now, refused, and closed by the server by reason."""
 
     def __init__(self, server: "RemotingServer") -> None:
         self.server = server
@@ -40,11 +58,89 @@ class RequestCounts(Collector):
         for (code, response), n in sorted(self.server.counts.items()):
             family.add_metric([codes.NAMES.get(code, str(code)), str(response)], n)
         yield family
+        yield GaugeMetricFamily("rmq_remoting_connections", "RocketMQ remoting connections open now",
+                                value=len(self.server.open))
+        refused = CounterMetricFamily("rmq_remoting_connections_refused",
+                                      "RocketMQ remoting connections closed as they opened, by reason", labels=["reason"])
+        closed = CounterMetricFamily("rmq_remoting_connections_closed",
+                                     "RocketMQ remoting connections the worker closed, by reason", labels=["reason"])
+        for reason in REFUSALS:
+            refused.add_metric([reason], self.server.refused[reason])
+        for reason in CLOSINGS:
+            closed.add_metric([reason], self.server.closed[reason])
+        yield refused
+        yield closed
 
 
 # A connection whose peer reads its answers slower than it sends requests is paused once
 # this much is waiting to be written.
 WRITE_BUFFER_LIMIT = 1 << 20
+# Frames up to this size are not counted against the frame buffer budget: asyncio's stream
+# reader holds this much per connection anyway, and RocketMQ's requests are mostly this small.
+SMALL_FRAME = 64 * 1024
+# How long one connection may decode pipelined frames before letting other work run.
+SLICE_S = 0.005
+# How often idle connections and slow frames are looked for.
+SWEEP_S = 1.0
+
+_NO_LIMIT = contextlib.nullcontext()
+
+REFUSALS = ("too_many_connections",)
+CLOSINGS = ("idle", "slow_frame", "bad_frame", "answer_failed")
+
+
+class ByteBudget:
+    """Bytes that frames being read may hold over all connections; first come, first served."""
+
+    def __init__(self, total: int) -> None:
+        self.free = total
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    async def acquire(self, n: int) -> None:
+        if not self._waiters and self.free >= n:
+            self.free -= n
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (n, fut)
+        self._waiters.append(entry)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release(n)  # granted just as it was cancelled: give it back
+            else:
+                self._waiters.remove(entry)
+                self._wake()
+            raise
+
+    def release(self, n: int) -> None:
+        self.free += n
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._waiters[0][0] <= self.free:
+            n, fut = self._waiters.popleft()
+            self.free -= n
+            fut.set_result(None)
+
+
+class Connection:
+    """What the server tracks of one open connection for its limits."""
+
+    __slots__ = ("peer", "writer", "last", "frame_started", "in_flight", "closing")
+
+    def __init__(self, peer: object, writer: asyncio.StreamWriter, now: float) -> None:
+        self.peer = peer
+        self.writer = writer
+        self.last = now  # when the last whole frame (or the connection) came
+        self.frame_started: float | None = None  # when the current frame's length field came
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self.closing: str | None = None  # why the server is closing it
+
+    def close(self, reason: str) -> None:
+        if self.closing is None:
+            self.closing = reason
+            self.writer.transport.abort()
 
 
 class RemotingServer:
@@ -59,14 +155,24 @@ class RemotingServer:
         # requests running at once over all connections: below the Redis pool's size (redis-py's
         # asyncio pool holds 100 connections and fails, rather than waits, beyond that)
         self.running = asyncio.Semaphore(max_running)
+        self.heavy = asyncio.Semaphore(max(1, max_running // 16))
         settings = ctx.settings
+        self.idle_s = settings.remoting_idle_ms / 1000
+        self.frame_timeout_s = settings.remoting_frame_timeout_ms / 1000
+        self.max_connections = settings.remoting_max_connections
+        self.budget = ByteBudget(settings.remoting_frame_buffer_bytes)
         # route reads need no credentials: the cached answer may be sent straight away
         self.open_reads = settings.auth_tokens_file is None or settings.auth_reads == "open"
         self.proxy_protocol = settings.remoting_proxy_protocol
         self.counts: Counter[tuple[int, int]] = Counter()  # (request code, response code) -> n
+        self.refused: Counter[str] = Counter()
+        self.closed: Counter[str] = Counter()
+        self._refusal_logged = (float("-inf"), 0)  # (when, refused count then): one line per burst
         self.server: asyncio.Server | None = None
         self._bound: int | None = None
         self.connections: set[asyncio.Task[None]] = set()
+        self.open: dict[asyncio.Task[None], Connection] = {}
+        self._sweeper: asyncio.Task[None] | None = None
         # channel ids unique across workers and restarts: this server's id plus a counter
         self._server_id = uuid.uuid4().hex[:12]
         self._sequence = itertools.count(1)
@@ -81,12 +187,15 @@ class RemotingServer:
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._connection, self.host, self.port, reuse_address=True)
         self._bound = self.ctx.listen_port = self.server.sockets[0].getsockname()[1]
+        self._sweeper = asyncio.create_task(self._sweep())
         log.info("RocketMQ remoting endpoint on %s:%d", self.host, self.bound_port)
 
     async def stop(self) -> None:
         """Stops listening and closes every connection (no broker is destroyed by it)."""
         if self.server is not None:
             self.server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         while pending := [t for t in self.connections if not t.done()]:
             for task in pending:
                 task.cancel()
@@ -94,20 +203,57 @@ class RemotingServer:
         if self.server is not None:
             await self.server.wait_closed()
 
+    async def _sweep(self) -> None:
+        """Closes idle connections and those whose frame is too slow to arrive."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(SWEEP_S)
+            now = loop.time()
+            for conn in list(self.open.values()):
+                if conn.frame_started is not None:
+                    if now - conn.frame_started > self.frame_timeout_s:
+                        log.info("closing connection %s: a frame not whole within %.0f s", conn.peer,
+                                 self.frame_timeout_s)
+                        conn.close("slow_frame")
+                elif not conn.in_flight and now - conn.last > self.idle_s:
+                    log.info("closing connection %s: idle for %.0f s", conn.peer, self.idle_s)
+                    conn.close("idle")
+
     # ------------------------------------------------------------------ connections
+    def _admit(self, writer: asyncio.StreamWriter) -> bool:
+        """Whether a new connection may be served (a hook for more checks at connection start)."""
+        if len(self.open) < self.max_connections:
+            return True
+        self.refused["too_many_connections"] += 1
+        now = time.monotonic()
+        logged_at, count_then = self._refusal_logged
+        if now - logged_at >= 10:
+            log.warning("refusing RocketMQ connections: %d open, RMQ_REMOTING_MAX_CONNECTIONS=%d "
+                        "(%d refused since the last report)", len(self.open), self.max_connections,
+                        self.refused["too_many_connections"] - count_then)
+            self._refusal_logged = (now, self.refused["too_many_connections"])
+        writer.transport.abort()
+        return False
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self._admit(writer):
+            return
         task = asyncio.current_task()
         assert task is not None
         self.connections.add(task)
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        peer = writer.get_extra_info("peername")
-        in_flight: set[asyncio.Task[None]] = set()
+        loop = asyncio.get_running_loop()
+        conn = Connection(writer.get_extra_info("peername"), writer, loop.time())
+        self.open[task] = conn
+        peer = conn.peer
+        in_flight = conn.in_flight
         slots = asyncio.Semaphore(self.max_in_flight)
         channel = Channel(f"{self._server_id}/{next(self._sequence)}", peer=peer[0] if peer else "")
         CHANNEL.set(channel)  # this connection's request tasks inherit it
         closed_by_peer = True
+        slice_start = loop.time()
         try:
             if self.proxy_protocol:  # the balancer's header names the client: it is the peer from now on
                 peer = await proxy.client_address(reader, peer)
@@ -119,38 +265,67 @@ class RemotingServer:
                     if e.partial:
                         log.info("connection %s closed inside a frame", peer)
                     break
+                conn.frame_started = loop.time()
                 length = codec.frame_length(prefix)
-                cmd = codec.decode_payload(await reader.readexactly(length))
+                reserved = length if length > SMALL_FRAME else 0
+                if reserved:
+                    try:
+                        await asyncio.wait_for(self.budget.acquire(reserved), self.frame_timeout_s)
+                    except asyncio.TimeoutError:
+                        log.info("closing connection %s: no room for its %d-byte frame within %.0f s "
+                                 "(RMQ_REMOTING_FRAME_BUFFER_BYTES)", peer, length, self.frame_timeout_s)
+                        conn.close("slow_frame")
+                        break
+                try:
+                    cmd = codec.decode_payload(await reader.readexactly(length))
+                except BaseException:
+                    self.budget.release(reserved)
+                    raise
+                conn.last = now = loop.time()
+                conn.frame_started = None
                 if cmd.is_response:
+                    self.budget.release(reserved)
                     log.debug("ignoring a response frame from %s (we send no requests)", peer)
                     continue
                 if cmd.code == codes.GET_ROUTEINFO_BY_TOPIC and not cmd.is_oneway:
                     # a cached route is answered here and now: no task, no handler chain
                     frame = self._cached_route(cmd)
                     if frame is not None:
+                        self.budget.release(reserved)
                         writer.write(frame)
                         self.counts[(codes.GET_ROUTEINFO_BY_TOPIC, codes.SUCCESS)] += 1
                         if writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
                             await writer.drain()
+                        elif now - slice_start > SLICE_S:
+                            await asyncio.sleep(0)  # pipelined frames: let others run too
+                            slice_start = loop.time()
                         continue
                 await slots.acquire()
-                t = asyncio.create_task(self._request(cmd, writer))
+                t = asyncio.create_task(self._request(cmd, conn))
                 in_flight.add(t)
-                t.add_done_callback(lambda done: (in_flight.discard(done), slots.release()))
+                t.add_done_callback(lambda done, n=reserved: (in_flight.discard(done), slots.release(),
+                                                              self.budget.release(n)))
+                if now - slice_start > SLICE_S:
+                    await asyncio.sleep(0)
+                    slice_start = loop.time()
             # the peer has finished sending: let the answers it waits for go out first
             if in_flight:
                 await asyncio.wait(set(in_flight), timeout=self.request_timeout + 1)
         except codec.FrameError as e:
+            self.closed["bad_frame"] += 1
             log.warning("closing connection %s: %s", peer, e)
         except proxy.ProxyHeaderError as e:
             log.warning("closing connection %s (RMQ_REMOTING_PROXY_PROTOCOL=true): %s", peer, e)
         except asyncio.IncompleteReadError:
-            log.info("connection %s closed inside a frame", peer)
+            if conn.closing is None:
+                log.info("connection %s closed inside a frame", peer)
         except (ConnectionError, OSError) as e:
             log.debug("connection %s lost: %s", peer, e)
         except asyncio.CancelledError:
             closed_by_peer = False  # server stopping: close without touching any broker's routes
         finally:
+            if conn.closing is not None:
+                self.closed[conn.closing] += 1
             for t in in_flight:
                 t.cancel()
             if closed_by_peer and channel.brokers:
@@ -160,6 +335,7 @@ class RemotingServer:
                 await asyncio.wait_for(writer.wait_closed(), 1)
             except (ConnectionError, OSError, asyncio.TimeoutError, asyncio.CancelledError):
                 pass
+            self.open.pop(task, None)
             self.connections.discard(task)
 
     async def _channel_closed(self, channel: Channel) -> None:
@@ -186,14 +362,24 @@ class RemotingServer:
             return None
         return codec.success_frame(cmd.opaque, cmd.serialize_type, answer.body, codes.V5_3_3)
 
-    async def _request(self, cmd: codec.Command, writer: asyncio.StreamWriter) -> None:
-        async with self.running:
+    async def _request(self, cmd: codec.Command, conn: Connection) -> None:
+        writer = conn.writer
+        # requests with large bodies hold at most a few of the running places, so that
+        # pipelined ones waiting for their turn to decode never keep small requests out
+        heavy = self.heavy if len(cmd.body) > SMALL_BODY else _NO_LIMIT
+        async with heavy, self.running:
             response = await dispatch(self.ctx, cmd, self.request_timeout)
         self.counts[(cmd.code, response.code)] += 1
         if cmd.is_oneway or writer.is_closing():
             return
         try:
-            writer.write(codec.encode(response))
+            frame = codec.encode(response)
+        except Exception as e:  # the request was read: answer it or close, never leave it hanging
+            log.warning("closing connection %s: the answer to opaque %d cannot be encoded: %s", conn.peer, cmd.opaque, e)
+            conn.close("answer_failed")
+            return
+        try:
+            writer.write(frame)
             await writer.drain()
         except (ConnectionError, OSError) as e:
             log.debug("answer to opaque %d not delivered: %s", cmd.opaque, e)

@@ -154,3 +154,42 @@ def test_a_success_frame_from_the_template_is_the_encoded_answer(serialize: int,
     body = b'{"queueDatas":[]}'
     expected = codec.encode(codec.response_to(request, 0, body=body, version=479))
     assert codec.success_frame(opaque, serialize, body, 479) == expected
+
+
+def test_a_compressed_body_is_inflated_no_further_than_the_frame_limit() -> None:
+    part = struct.pack(">i", 8) + b'{"a":1} '
+    huge = struct.pack(">i", bodies.MAX_INFLATED) + b" " * bodies.MAX_INFLATED
+    with pytest.raises(bodies.BodyError, match="bad part length|inflates past"):
+        bodies.register_broker_body(zlib.compress(part + struct.pack(">i", 1) + huge), True, 479)
+
+
+def test_a_topic_count_over_the_limit_is_refused_before_the_topics_are_read() -> None:
+    doc = {"topicConfigSerializeWrapper": {"dataVersion": {"counter": 1, "timestamp": 1},
+                                           "topicConfigTable": {f"T{i}": REG["topicConfigSerializeWrapper"]
+                                                                ["topicConfigTable"]["A"] for i in range(11)}}}
+    for body, compressed in ((bodies.compress_register_body(doc, 479), True), (orjson.dumps(doc), False)):
+        with pytest.raises(bodies.BodyError, match="11 topics; at most 10 topics per registration"):
+            bodies.register_broker_body(body, compressed, 479, max_topics=10)
+
+
+@pytest.mark.parametrize("field,value", [("code", "--5"), ("code", "\u00b2"), ("opaque", "9" * 30),
+                                         ("opaque", 1 << 40), ("flag", 1.5)])
+def test_header_integers_must_be_javas_int(field: str, value: object) -> None:
+    doc = {"code": 105, "flag": 0, "language": "JAVA", "opaque": 1, "version": 479, field: value}
+    header = orjson.dumps(doc)
+    with pytest.raises(codec.FrameError, match=f"header field {field}"):
+        codec.decode_payload(struct.pack(">I", len(header)) + header)
+
+
+def test_a_header_over_the_limit_is_refused_before_parsing() -> None:
+    payload = struct.pack(">I", codec.MAX_HEADER + 1) + b"{" * (codec.MAX_HEADER + 1)
+    with pytest.raises(codec.FrameError, match="exceeds the 262144-byte limit"):
+        codec.decode_payload(payload)
+
+
+def test_the_bare_key_fallback_is_refused_for_large_documents() -> None:
+    small = b"{" + b",".join(b'%d:"a"' % i for i in range(10)) + b"}"
+    assert fastjson.loads(small)["9"] == "a"
+    large = b"{" + b",".join(b'%d:"a"' % i for i in range(20_000)) + b"}"
+    with pytest.raises(ValueError, match="must be standard JSON"):
+        fastjson.loads(large)
