@@ -30,6 +30,7 @@ from typing import Any
 
 REGISTER_BROKER = 103
 GET_ROUTEINFO_BY_TOPIC = 105
+TOPIC_NOT_EXIST = 17
 V4_9_8 = 409  # MQVersion.Version.V4_9_8.ordinal()
 V5_3_3 = 479
 FORMS = ("json", "zlib", "zlib5")
@@ -165,3 +166,36 @@ def register(conn: Connection, form: str, broker: str, addr: str, broker_id: int
     if code != 0:
         raise RuntimeError(f"REGISTER_BROKER ({form}) of {broker} answered code {code}: {remark}")
     return ms
+
+
+def register_retrying(conn: Connection, form: str, broker: str, addr: str, broker_id: int,
+                      table: dict[str, dict[str, Any]], version: dict[str, int], limit_s: float = 60) -> float:
+    """A set-up registration (not a measured one): retried while the server answers an error, as
+    a broker retries on its next round; the last error raises after `limit_s`."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return register(conn, form, broker, addr, broker_id, table, version)
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def wait_gone(port: int, topics: list[str], limit_s: float = 120) -> float:
+    """Waits until no route is left for any of `topics` (their brokers' connections closed, the
+    server removed them), so that work does not fall into the next measurement. Seconds waited."""
+    started = time.monotonic()
+    conn = Connection(port)
+    try:
+        for topic in topics:
+            while True:
+                code, _, _ = conn.call(route_frame(topic, conn.next_opaque()))
+                if code == TOPIC_NOT_EXIST:
+                    break
+                if time.monotonic() - started > limit_s:
+                    raise RuntimeError(f"the route of {topic} was still there {limit_s:.0f} s after its broker left")
+                time.sleep(0.05)
+    finally:
+        conn.close()
+    return time.monotonic() - started

@@ -45,7 +45,6 @@ JAVA_OPTS = ("-server -Xms1g -Xmx1g -XX:MetaspaceSize=128m -XX:MaxMetaspaceSize=
              "-XX:G1HeapRegionSize=16m -XX:G1ReservePercent=25 -XX:InitiatingHeapOccupancyPercent=30 "
              "-XX:SoftRefLRUPolicyMSPerMB=0 -XX:-OmitStackTraceInFastThrow -XX:-UseLargePages")
 START_LIMIT_S = 90.0
-TOPIC_NOT_EXIST = 17
 
 LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
 <configuration>
@@ -132,7 +131,7 @@ class JavaNamesrv:
                     code, _, _ = conn.call(br.route_frame("BenchReadyProbe", conn.next_opaque()))
                 finally:
                     conn.close()
-                if code in (0, TOPIC_NOT_EXIST):
+                if code in (0, br.TOPIC_NOT_EXIST):
                     return
             time.sleep(0.2)
         raise RuntimeError(f"the Java NameServer ({self.home}) did not answer on port {self.port} "

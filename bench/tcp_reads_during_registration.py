@@ -73,8 +73,8 @@ def stream_frames(rep: int, brokers: int, topics: int) -> list[list[bytes]]:
     return out
 
 
-def one_turn(target: tcp_targets.Target, read_port: int, frames: list[list[bytes]],
-             resident: list[str]) -> dict[str, Any]:
+def one_turn(target: tcp_targets.Target, read_port: int, frames: list[list[bytes]], resident: list[str],
+             rep: int) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     mine, theirs = ctx.Pipe()
     reader = ctx.Process(target=_reader_main, args=(read_port, resident, theirs))
@@ -108,7 +108,8 @@ def one_turn(target: tcp_targets.Target, read_port: int, frames: list[list[bytes
         reader.join(30)
         if reader.is_alive():
             reader.kill()
-    time.sleep(0.5)  # the stream's brokers are removed (connections closed) before the next turn
+    # the stream's brokers are removed (connections closed) before the next turn
+    br.wait_gone(target.tcp_ports[0], [f"S{rep}b{k}x000001" for k in range(len(frames))])
     lat = list(array("d", result["latencies_us"]))
     return {"reads": len(lat), "errors": result["errors"], "stream_s": round(stream_s, 3),
             "p50_ms": pct(lat, 50) / 1000, "p99_ms": pct(lat, 99) / 1000, "p999_ms": pct(lat, 99.9) / 1000,
@@ -149,8 +150,8 @@ def main() -> None:
                 frames = stream_frames(rep, brokers, topics)
                 k = rep % len(seats)
                 for label, target, port in seats[k:] + seats[:k]:
-                    br.register(holders[target.name], "json", RESIDENT, "10.7.0.1:10911", 0, table, version)
-                    run = one_turn(target, port, frames, resident)
+                    br.register_retrying(holders[target.name], "json", RESIDENT, "10.7.0.1:10911", 0, table, version)
+                    run = one_turn(target, port, frames, resident, rep)
                     runs.setdefault(label, []).append(run)
                     print(f"rep {rep + 1}, {label}: {run['reads']} reads, p99.9 {run['p999_ms']:.1f} ms, "
                           f"max {run['max_ms']:.1f} ms, stream {run['stream_s']:.2f} s")

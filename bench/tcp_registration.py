@@ -10,7 +10,7 @@ request again: the 30 s re-registration), **changed** (one topic's queue count c
 new dataVersion: what a broker sends when an operator updates a topic) and **added** (one
 topic added, new dataVersion: an operator creates a topic). Then the connection closes,
 which removes the broker on both servers, and the next repetition registers another group
-with other topic names.
+with other topic names (once the server has removed the previous one: its routes are gone).
 
 The targets (bench/tcp_targets.py: the registry, other checkouts with `--registry`, the
 Java NameServer with `--java-namesrv-home`) take turns repetition by repetition, each
@@ -67,7 +67,7 @@ def one_turn(target: tcp_targets.Target, form: str, n: int, rep: int) -> dict[st
             out[case] = (ms, longest_script_ms(target))
     finally:
         conn.close()
-    time.sleep(0.3)  # the server removes the closed connection's broker before its next turn
+    br.wait_gone(target.tcp_ports[0], [f"{prefix}000001"])  # the server removed the closed connection's broker
     return out
 
 
@@ -115,7 +115,7 @@ def main() -> None:
     p.add_argument("--sizes", help="topic counts, comma-separated (default 10000; quick 50)")
     p.add_argument("--forms", default=",".join(br.FORMS), help=f"request forms (default {','.join(br.FORMS)})")
     p.add_argument("--reps", type=int, help="measured repetitions per target (default 5, quick 1)")
-    p.add_argument("--warmup-reps", type=int, help="unmeasured repetitions first (default 1, quick 0)")
+    p.add_argument("--warmup-reps", type=int, help="unmeasured repetitions first (default 2, quick 0)")
     args = p.parse_args()
     sizes = [int(x) for x in (args.sizes or ("50" if args.quick else "10000")).split(",")]
     forms = [f for f in args.forms.split(",") if f]
@@ -123,7 +123,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--forms {args.forms}: unknown {', '.join(unknown)} (one of {', '.join(br.FORMS)})")
     reps = args.reps or (1 if args.quick else 5)
-    warmup = args.warmup_reps if args.warmup_reps is not None else (0 if args.quick else 1)
+    warmup = args.warmup_reps if args.warmup_reps is not None else (0 if args.quick else 2)
     cores = pinning.from_args(args)
     machine = machine_info()
     with tcp_targets.targets(args, cores) as targets:

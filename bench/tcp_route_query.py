@@ -239,7 +239,7 @@ class Seeded:
     def refresh(self) -> None:
         """Every seed broker registers (unchanged after the first time), as every 30 s."""
         for conn, name, addr, broker_id in self.conns:
-            br.register(conn, "json", name, addr, broker_id, self.table, self.version)
+            br.register_retrying(conn, "json", name, addr, broker_id, self.table, self.version)
 
     def close(self) -> None:
         for conn, *_ in self.conns:
@@ -272,7 +272,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, help="rounds per target (default 5, quick 1); medians and ranges")
     p.add_argument("--warmup", type=float, help="seconds of load before each round's measurement (default 1, quick 0.2)")
     p.add_argument("--warmup-rounds", type=int,
-                   help="unmeasured rounds per target first, for the JVM's JIT (default 1, quick 0)")
+                   help="unmeasured rounds per target first, for the JVM's JIT (default 2, quick 0)")
     p.add_argument("--connections", type=int, help="TCP connections in all (default 64, quick 8)")
     p.add_argument("--depth", type=int, default=8, help="requests in flight per connection (default 8)")
     p.add_argument("--loaders", type=int, default=1, help="load generator processes (default 1)")
@@ -281,7 +281,7 @@ def main() -> None:
     rounds = args.rounds or (1 if args.quick else 5)
     warmup = args.warmup if args.warmup is not None else (0.2 if args.quick else 1)
     connections = args.connections or (8 if args.quick else 64)
-    warmup_rounds = args.warmup_rounds if args.warmup_rounds is not None else (0 if args.quick else 1)
+    warmup_rounds = args.warmup_rounds if args.warmup_rounds is not None else (0 if args.quick else 2)
     cores = pinning.from_args(args)
     machine = machine_info()
 
