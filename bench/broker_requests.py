@@ -182,9 +182,10 @@ def register_retrying(conn: Connection, form: str, broker: str, addr: str, broke
             time.sleep(0.5)
 
 
-def wait_gone(port: int, topics: list[str], limit_s: float = 120) -> float:
+def wait_gone(port: int, topics: list[str], limit_s: float = 30) -> float | None:
     """Waits until no route is left for any of `topics` (their brokers' connections closed, the
-    server removed them), so that work does not fall into the next measurement. Seconds waited."""
+    server removed them), so that work does not fall into the next measurement. Seconds waited,
+    or None (said in one line) when a route was still there after `limit_s`."""
     started = time.monotonic()
     conn = Connection(port)
     try:
@@ -194,7 +195,9 @@ def wait_gone(port: int, topics: list[str], limit_s: float = 120) -> float:
                 if code == TOPIC_NOT_EXIST:
                     break
                 if time.monotonic() - started > limit_s:
-                    raise RuntimeError(f"the route of {topic} was still there {limit_s:.0f} s after its broker left")
+                    print(f"  the route of {topic} (port {port}) was still there {limit_s:.0f} s after its broker's "
+                          "connection closed; going on")
+                    return None
                 time.sleep(0.05)
     finally:
         conn.close()

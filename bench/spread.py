@@ -18,6 +18,12 @@ def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}" if abs(x) < 10 else f"{x:.1f}"
 
 
+def range_note(values: list[float], over: str = "") -> str:
+    """"min-max over n" (the spread a median hides)."""
+    s = spread(values)
+    return f"{_fmt(s['min'])}-{_fmt(s['max'])} over {s['n']}{' ' + over if over else ''}"
+
+
 def paired_ratios(samples: dict[str, list[float]], name: str) -> list[float]:
     """name's value over Java's, repetition by repetition (both measured in the same repetition)."""
     return [a / b for a, b in zip(samples[name], samples[BASELINE]) if b > 0]
@@ -28,9 +34,7 @@ def ratio_rows(what: str, samples: dict[str, list[float]], unit: str, ratios: bo
     rows = []
     for name, values in samples.items():
         if values:
-            s = spread(values)
-            rows.append(row(f"{what}: {name}", s["median"], unit,
-                            f"{_fmt(s['min'])}-{_fmt(s['max'])} over {s['n']}"))
+            rows.append(row(f"{what}: {name}", spread(values)["median"], unit, range_note(values)))
     if ratios and samples.get(BASELINE):
         for name in samples:
             if name == BASELINE or not samples[name]:
