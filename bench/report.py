@@ -88,10 +88,11 @@ def headline(docs: dict[str, dict[str, Any]]) -> str:
                    f"longest registration script {docs['registration']['results']['longest_script_ms']:.1f} ms in Redis.")
     java = [(r["metric"].split(": ")[0], r) for name in ("tcp_registration", "tcp_route_query",
                                                            "tcp_reads_during_registration")
-            for r in docs.get(name, {}).get("summary", []) if r["metric"].endswith(": registry / Java")]
+            for r in docs.get(name, {}).get("summary", []) if r["metric"].endswith(": registry / Java")
+            and ", zlib" not in r["metric"] and "whole stream" not in r["metric"]]
     if java:
-        out.append("- Against the Java NameServer 4.9.8, same run, one core each (registry / Java, median of "
-                   "same-run pairs, range): " + "; ".join(
+        out.append("- Against the Java NameServer 4.9.8, same run, one core each (registry / Java: the median "
+                   "of same-repetition ratios, their range; compressed forms in section 7b): " + "; ".join(
                        f"{what} **{r['value']:.2f}x** ({r['note'].split(' over')[0]})" for what, r in java) + ".")
     if "redis_memory" in docs:
         mem = docs["redis_memory"]["results"]
