@@ -30,6 +30,7 @@ BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 sys.path.insert(0, str(ROOT))
 
+from bench import cores as pinning  # noqa: E402
 from tests.redis_server import RedisServer, free_port  # noqa: E402  (the tests' real-server helper)
 
 WRK_LUA = BENCH / "wrk_json.lua"
@@ -152,10 +153,12 @@ def wait_http(url: str, limit_s: float = 30) -> None:
 class Proc:
     """A child process with its output in a temp file (shown when it fails to start)."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, ready_url: str | None = None) -> None:
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, ready_url: str | None = None,
+                 cwd: Path = ROOT, cores: frozenset[int] = frozenset()) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="rmq-bench-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True,
+                                     preexec_fn=pinning.preexec(cores))
         if ready_url:
             try:
                 wait_http(ready_url)
@@ -165,22 +168,27 @@ class Proc:
                 raise RuntimeError(f"{args} did not start:\n{output}") from None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
         self.log.close()
         with contextlib.suppress(OSError):
             os.unlink(self.log.name)
 
 
-def worker_env(redis_url: str, **settings: str) -> dict[str, str]:
+def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGINT, timeout: float = 10) -> None:
+    """`sig`, then SIGKILL if it has not ended within `timeout` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def worker_env(redis_url: str, root: Path = ROOT, **settings: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("RMQ_")}
     # RMQ_REMOTING_PORT=0: no RocketMQ remoting listener (a fixed port would collide between workers)
-    env.update({"REDIS_URL": redis_url, "RMQ_LOG_LEVEL": "WARNING", "RMQ_REMOTING_PORT": "0", "PYTHONPATH": str(ROOT)})
+    env.update({"REDIS_URL": redis_url, "RMQ_LOG_LEVEL": "WARNING", "RMQ_REMOTING_PORT": "0", "PYTHONPATH": str(root)})
     env.update(settings)
     return env
 

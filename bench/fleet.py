@@ -75,9 +75,16 @@ def member_bodies(by_group: dict[int, list[str]], big: int) -> list[dict[str, An
 
 def post_all(base: str, bodies: list[bytes], threads: int = 4) -> None:
     def one(body: bytes) -> None:
-        status, answer = http("POST", f"{base}/v1/brokers/register", body)
-        if status != 200:
-            raise RuntimeError(f"registration answered {status}: {answer[:300]!r}")
+        # a 503 (Redis slower than the worker's timeout on a loaded machine) is retried, as
+        # a broker retries on its next round; anything else, or 503s for a minute, fails
+        deadline = time.monotonic() + 60
+        while True:
+            status, answer = http("POST", f"{base}/v1/brokers/register", body)
+            if status == 200:
+                return
+            if status != 503 or time.monotonic() > deadline:
+                raise RuntimeError(f"registration answered {status}: {answer[:300]!r}")
+            time.sleep(0.5)
 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(one, bodies))

@@ -21,6 +21,7 @@ import json  # noqa: E402
 
 import redis  # noqa: E402
 
+from bench.spread import range_note  # noqa: E402
 from bench.common import Client, machine_info, median, parser, redis_server, row, workers, write_result  # noqa: E402
 from bench.seed import registration, script_sha, script_times_us, topics  # noqa: E402
 
@@ -90,7 +91,8 @@ def main() -> None:
     summary = []
     for n, res in results.items():
         for case in ("first", "unchanged", "changed"):
-            summary.append(row(f"register {int(n):,} topics, {case}: client", res[case]["client_ms"], "ms"))
+            summary.append(row(f"register {int(n):,} topics, {case}: client", res[case]["client_ms"], "ms",
+                               range_note(res[case]["client_ms_all"], "repetitions")))
             if res[case]["redis_ms"] is not None:
                 script = "register_unchanged.lua" if case == "unchanged" else "register.lua"
                 summary.append(row(f"register {int(n):,} topics, {case}: {script} in Redis", res[case]["redis_ms"], "ms"))

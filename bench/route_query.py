@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.spread import range_note  # noqa: E402
 from bench.common import (  # noqa: E402
     BENCH, Proc, free_port, http, machine_info, median, parser, post_json, redis_server, row,
     workers, wrk, write_result,
@@ -85,21 +86,22 @@ def main() -> None:
             "p99_us": median([x["latency_us"]["p99"] for x in rs_]),
             "errors": sum(sum(x["errors"].values()) for x in rs_),
         }
-    ratios = {
-        f"{name}_over_ceiling": median([runs[name][i]["rps"] / runs["ceiling"][i]["rps"] for i in range(rounds)])
-        for name in ("cached", "uncached")
-    }
+    per_round = {name: [runs[name][i]["rps"] / runs["ceiling"][i]["rps"] for i in range(rounds)]
+                 for name in ("cached", "uncached")}
+    ratios = {f"{name}_over_ceiling": median(values) for name, values in per_round.items()}
     summary = []
     for name in targets:
         t = per_target[name]
         summary += [
-            row(f"route {name}: throughput", t["rps"], "req/s"),
+            row(f"route {name}: throughput", t["rps"], "req/s", range_note([x["rps"] for x in runs[name]], "rounds")),
             row(f"route {name}: p50 latency", t["p50_us"] / 1000, "ms"),
             row(f"route {name}: p99 latency", t["p99_us"] / 1000, "ms"),
         ]
     summary += [
-        row("route ratio cached / ceiling", ratios["cached_over_ceiling"], "", "goal >= 0.8"),
-        row("route ratio uncached / ceiling", ratios["uncached_over_ceiling"], ""),
+        row("route ratio cached / ceiling", ratios["cached_over_ceiling"], "",
+            f"{range_note(per_round['cached'], 'rounds')}; goal >= 0.8"),
+        row("route ratio uncached / ceiling", ratios["uncached_over_ceiling"], "",
+            range_note(per_round["uncached"], "rounds")),
     ]
     write_result(args.out, "route_query", {
         "seconds": seconds, "rounds": rounds, "warmup_seconds": warmup, "connections": args.connections,

@@ -1,15 +1,19 @@
-"""Bench: GET_ROUTEINFO_BY_TOPIC (105) over the RocketMQ remoting TCP endpoint of one worker.
+"""Bench: GET_ROUTEINFO_BY_TOPIC (105) over RocketMQ's protocol, the registry and the Java NameServer in one run.
 
-One registry worker (`python -m service serve`, RMQ_REMOTING_PORT on a free port) on its own
-redis-server, seeded like route_query.py (2 broker groups, master + slave, 100 topics).
-The load generator is Python asyncio (uvloop when importable) in `--loaders` processes
-(default 1: on a 2-core machine the worker gets one core, the loader the other). `--connections` TCP connections in all (default 64), each
-keeping `--depth` requests in flight (default 8), pipelined with distinct opaques: every answer
-sends the next request on that connection. Requests are JSON headers, language JAVA, version
-479 (>= 401: routes in standard JSON), as a 5.x Java client sends them. Reports requests/s
-(median over rounds), p50/p99 latency (request written to answer read, in the loader), errors
-(answers other than SUCCESS), and requests per CPU-second of the worker process (from
-/proc/<pid>/stat), the figure to hold against the Java NameServer's ~44k per core.
+Each target (bench/tcp_targets.py: the registry's worker on its redis-server, other
+checkouts with `--registry`, the Java NameServer with `--java-namesrv-home`) is seeded over
+TCP with the same registrations (2 broker groups, master + slave, 100 topics, in the JSON
+form of a 4.9.8 broker; the four broker connections stay open, as a broker's do, and
+re-register unchanged before each round), then read. The targets take turns round by round,
+each pinned to the server core; the load generator is Python asyncio (uvloop when
+importable) in `--loaders` processes on the loader core. `--connections` TCP connections in
+all (default 64), each keeping `--depth` requests in flight (default 8), pipelined with
+distinct opaques: every answer sends the next request on that connection. Requests are JSON
+headers, language JAVA, version 479 (>= 401: routes in standard JSON), as a 5.x Java client
+sends them. Reports per target requests/s, p50/p99 latency (request written to answer read,
+in the loader), errors (answers other than SUCCESS), and requests per CPU-second of the
+server (/proc/<pid>/stat: the registry's worker and redis-server together, or the JVM),
+with the range over rounds and each registry's ratio to Java round by round.
 """
 
 from __future__ import annotations
@@ -26,20 +30,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
-    ROOT, Proc, free_port, machine_info, median, parser, pct, redis_server, row, worker_env, write_result,
-)
-from bench.route_query import TOPIC, seed  # noqa: E402
+from bench import broker_requests as br  # noqa: E402
+from bench import cores as pinning  # noqa: E402
+from bench import tcp_targets  # noqa: E402
+from bench.common import ROOT, http, machine_info, parser, pct, write_result  # noqa: E402
+from bench.route_query import TOPIC  # noqa: E402
+from bench.spread import ratio_rows, spread  # noqa: E402
 
-GET_ROUTEINFO_BY_TOPIC = 105
 _LEN = struct.Struct(">i")
-_HDR = struct.Struct(">ii")
+SEED_TOPICS = [TOPIC, *(f"T{i}" for i in range(99))]
 
 
-def request_frame(opaque: int, topic: str = TOPIC, version: int = 479) -> bytes:
-    header = (f'{{"code":{GET_ROUTEINFO_BY_TOPIC},"extFields":{{"topic":"{topic}"}},"flag":0,'
-              f'"language":"JAVA","opaque":{opaque},"serializeTypeCurrentRPC":"JSON","version":{version}}}').encode()
-    return _HDR.pack(4 + len(header), len(header)) + header
+def request_frame(opaque: int, topic: str = TOPIC) -> bytes:
+    return br.route_frame(topic, opaque)
 
 
 class Conn(asyncio.Protocol):
@@ -165,10 +168,10 @@ def _loader_main(port: int, connections: int, depth: int, warmup: float, seconds
 
 
 def load(port: int, loaders: int, connections: int, depth: int, warmup: float, seconds: float,
-         worker_pid: int) -> dict[str, Any]:
+         target: tcp_targets.Target) -> dict[str, Any]:
     """One run: `loaders` processes share the connections; their numbers summed, latencies pooled.
 
-    The worker's CPU time is read when the first loader starts and ends its measured window.
+    The target's CPU time is read when the first loader starts and ends its measured window.
     """
     ctx = mp.get_context("spawn")
     pipes, procs = [], []
@@ -179,6 +182,7 @@ def load(port: int, loaders: int, connections: int, depth: int, warmup: float, s
         p.start()
         pipes.append(recv)
         procs.append(p)
+    worker_pids = getattr(target, "worker_pids", target.pids)
     parts = []
     marks: dict[str, float] = {}
     for recv, p in zip(pipes, procs):
@@ -187,13 +191,15 @@ def load(port: int, loaders: int, connections: int, depth: int, warmup: float, s
                 raise RuntimeError("a loader process gave no result")
             msg = recv.recv()
             if isinstance(msg, str):
-                marks.setdefault(f"{msg}_cpu", cpu_seconds(worker_pid))
+                marks.setdefault(f"{msg}_cpu", tcp_targets.cpu_seconds(target))
+                marks.setdefault(f"{msg}_worker_cpu", sum(pinning.cpu_seconds(pid) for pid in worker_pids))
                 marks.setdefault(f"{msg}_wall", time.perf_counter())
                 continue
             parts.append(msg)
             break
         p.join(10)
     cpu = marks["end_cpu"] - marks["start_cpu"]
+    worker_cpu = marks["end_worker_cpu"] - marks["start_worker_cpu"]
     wall = marks["end_wall"] - marks["start_wall"]
     latencies = array("d")
     for part in parts:
@@ -208,101 +214,127 @@ def load(port: int, loaders: int, connections: int, depth: int, warmup: float, s
         "rps": requests / elapsed,
         "p50_us": pct(lat, 50) if lat else 0.0,
         "p99_us": pct(lat, 99) if lat else 0.0,
-        # the worker's CPU in the measured window: cores busy, and the rate per busy core
-        "worker_cpu_s": round(cpu, 3),
-        "worker_cpu_share": round(cpu / wall, 3),
-        "rps_per_worker_cpu_s": requests / elapsed / max(cpu / wall, 1e-9),
+        # the server's CPU in the measured window (registry: worker + redis-server; Java: the JVM)
+        "server_cpu_s": round(cpu, 3),
+        "server_cpu_share": round(cpu / wall, 3),
+        "rps_per_server_cpu_s": requests / elapsed / max(cpu / wall, 1e-9),
+        "worker_cpu_share": round(worker_cpu / wall, 3),
+        "rps_per_worker_cpu_s": requests / elapsed / max(worker_cpu / wall, 1e-9),
     }
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (not its children), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+class Seeded:
+    """The seed brokers' connections to one target: open for the whole run, as brokers keep them."""
+
+    def __init__(self, target: tcp_targets.Target) -> None:
+        self.conns: list[tuple[br.Connection, str, str, int]] = []
+        self.table = {t: br.topic_config(t, queues=4) for t in SEED_TOPICS}
+        self.version = br.data_version(1)
+        for g, name in enumerate(("broker-a", "broker-b")):
+            for broker_id in (0, 1):
+                self.conns.append((br.Connection(target.tcp_ports[0]), name, f"10.0.{g}.{broker_id + 1}:10911",
+                                   broker_id))
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Every seed broker registers (unchanged after the first time), as every 30 s."""
+        for conn, name, addr, broker_id in self.conns:
+            br.register_retrying(conn, "json", name, addr, broker_id, self.table, self.version)
+
+    def close(self) -> None:
+        for conn, *_ in self.conns:
+            conn.close()
 
 
-def check_answer(port: int, http_base: str) -> int:
-    """One request by hand: SUCCESS, and the same route the HTTP API gives. Returns the body size."""
+def check_answer(target: tcp_targets.Target) -> int:
+    """One request by hand: SUCCESS naming both groups (for the registry: the route its HTTP API gives)."""
     import json
-    import socket
 
-    from service.remoting import codec, fastjson
-    from bench.common import http
-
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(request_frame(7))
-        data = b""
-        while len(data) < 4 or len(data) < 4 + _LEN.unpack_from(data)[0]:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise RuntimeError("the endpoint closed the connection")
-            data += chunk
-    answer = codec.decode_payload(data[4:4 + _LEN.unpack_from(data)[0]])
-    assert answer.code == 0 and answer.opaque == 7, (answer.code, answer.remark)
-    status, body = http("GET", f"{http_base}/v1/routes/{TOPIC}")
-    assert status == 200
-    over_tcp, over_http = fastjson.loads(answer.body), json.loads(body)
-    assert over_tcp["queueDatas"] == over_http["queueDatas"], "TCP and HTTP routes differ"
-    return len(answer.body)
+    conn = br.Connection(target.tcp_ports[0])
+    try:
+        code, remark, body = conn.call(request_frame(7))
+    finally:
+        conn.close()
+    assert code == 0, (target.name, code, remark)
+    over_tcp = json.loads(body)
+    assert sorted(q["brokerName"] for q in over_tcp["queueDatas"]) == ["broker-a", "broker-b"], over_tcp
+    if isinstance(target, tcp_targets.Registry):
+        status, http_body = http("GET", f"http://127.0.0.1:{target.http_ports[0]}/v1/routes/{TOPIC}")
+        assert status == 200
+        assert over_tcp["queueDatas"] == json.loads(http_body)["queueDatas"], "TCP and HTTP routes differ"
+    return len(body)
 
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, help="measured seconds per round (default 5, quick 1)")
-    p.add_argument("--rounds", type=int, help="rounds (default 3, quick 1); the report takes medians")
+    tcp_targets.add_arguments(p)
+    p.add_argument("--seconds", type=float, help="measured seconds per round and target (default 5, quick 1)")
+    p.add_argument("--rounds", type=int, help="rounds per target (default 5, quick 1); medians and ranges")
     p.add_argument("--warmup", type=float, help="seconds of load before each round's measurement (default 1, quick 0.2)")
+    p.add_argument("--warmup-rounds", type=int,
+                   help="unmeasured rounds per target first, for the JVM's JIT (default 2, quick 0)")
     p.add_argument("--connections", type=int, help="TCP connections in all (default 64, quick 8)")
     p.add_argument("--depth", type=int, default=8, help="requests in flight per connection (default 8)")
     p.add_argument("--loaders", type=int, default=1, help="load generator processes (default 1)")
     args = p.parse_args()
     seconds = args.seconds or (1 if args.quick else 5)
-    rounds = args.rounds or (1 if args.quick else 3)
+    rounds = args.rounds or (1 if args.quick else 5)
     warmup = args.warmup if args.warmup is not None else (0.2 if args.quick else 1)
     connections = args.connections or (8 if args.quick else 64)
+    warmup_rounds = args.warmup_rounds if args.warmup_rounds is not None else (0 if args.quick else 2)
+    cores = pinning.from_args(args)
     machine = machine_info()
 
-    runs = []
-    with redis_server() as rs:
-        http_port, tcp_port = free_port(), free_port()
-        worker = Proc([sys.executable, "-m", "service", "serve", "--host", "127.0.0.1", "--port", str(http_port)],
-                      env=worker_env(rs.url, RMQ_REMOTING_PORT=str(tcp_port), RMQ_REMOTING_HOST="127.0.0.1"),
-                      ready_url=f"http://127.0.0.1:{http_port}/readyz")
+    runs: dict[str, list[dict[str, Any]]] = {}
+    with tcp_targets.targets(args, cores) as targets:
+        described = tcp_targets.describe(targets)
+        seeded = {t.name: Seeded(t) for t in targets}
         try:
-            base = f"http://127.0.0.1:{http_port}"
-            seed(base)
-            body_bytes = check_answer(tcp_port, base)
-            for r in range(rounds):
-                result = load(tcp_port, args.loaders, connections, args.depth, warmup, seconds, worker.proc.pid)
-                runs.append(result)
-                print(f"round {r + 1}: {result['rps']:.0f} req/s, p50 {result['p50_us']:.0f} us, "
-                      f"p99 {result['p99_us']:.0f} us, errors {result['errors']}, "
-                      f"worker CPU {result['worker_cpu_share']:.2f} core")
+            body_bytes = {t.name: check_answer(t) for t in targets}
+            for r in range(-warmup_rounds, rounds):
+                for target in tcp_targets.turns(targets, r):
+                    seeded[target.name].refresh()
+                    result = load(target.tcp_ports[0], args.loaders, connections, args.depth, warmup, seconds,
+                                  target)
+                    if r < 0:
+                        print(f"warm-up round, {target.name}: {result['rps']:.0f} req/s")
+                        continue
+                    runs.setdefault(target.name, []).append(result)
+                    print(f"round {r + 1}, {target.name}: {result['rps']:.0f} req/s, p50 {result['p50_us']:.0f} us, "
+                          f"p99 {result['p99_us']:.0f} us, errors {result['errors']}, server CPU "
+                          f"{result['server_cpu_share']:.2f} core, {result['rps_per_server_cpu_s']:.0f} per CPU-s")
         finally:
-            worker.stop()
+            for s in seeded.values():
+                s.close()
 
-    summary_numbers = {
-        "rps": median([x["rps"] for x in runs]),
-        "p50_us": median([x["p50_us"] for x in runs]),
-        "p99_us": median([x["p99_us"] for x in runs]),
-        "errors": sum(x["errors"] for x in runs),
-        "worker_cpu_share": median([x["worker_cpu_share"] for x in runs]),
-        "rps_per_worker_core": median([x["rps_per_worker_cpu_s"] for x in runs]),
-    }
+    summary_numbers = {name: {
+        "rps": spread([x["rps"] for x in rs]),
+        "p50_us": spread([x["p50_us"] for x in rs]),
+        "p99_us": spread([x["p99_us"] for x in rs]),
+        "errors": sum(x["errors"] for x in rs),
+        "server_cpu_share": spread([x["server_cpu_share"] for x in rs]),
+        "rps_per_server_cpu_s": spread([x["rps_per_server_cpu_s"] for x in rs]),
+    } for name, rs in runs.items()}
+
+    def samples(key: str, scale: float = 1) -> dict[str, list[float]]:
+        return {name: [x[key] * scale for x in rs] for name, rs in runs.items()}
+
     summary = [
-        row("TCP route (105): throughput", summary_numbers["rps"], "req/s", "1 worker, one process"),
-        row("TCP route (105): p50 latency", summary_numbers["p50_us"] / 1000, "ms"),
-        row("TCP route (105): p99 latency", summary_numbers["p99_us"] / 1000, "ms"),
-        row("TCP route (105): per worker CPU core", summary_numbers["rps_per_worker_core"], "req/s",
-            "Java NameServer: ~44k per core"),
+        *ratio_rows("TCP route (105) per server CPU-second", samples("rps_per_server_cpu_s"), "req/s"),
+        *ratio_rows("TCP route (105) throughput", samples("rps"), "req/s", ratios=False),
+        *ratio_rows("TCP route (105) p50 latency", samples("p50_us", 1e-3), "ms", ratios=False),
+        *ratio_rows("TCP route (105) p99 latency", samples("p99_us", 1e-3), "ms", ratios=False),
+        *ratio_rows("TCP route (105) server CPU", samples("server_cpu_share"), "cores", ratios=False),
     ]
     write_result(args.out, "tcp_route_query", {
-        "seconds": seconds, "rounds": rounds, "warmup_seconds": warmup, "connections": connections,
-        "depth": args.depth, "loaders": args.loaders,
+        "seconds": seconds, "rounds": rounds, "warmup_seconds": warmup, "warmup_rounds": warmup_rounds, "connections": connections,
+        "depth": args.depth, "loaders": args.loaders, "targets": described, "cores": cores.describe(),
+        "java_opts": args.java_opts if "java" in described else None,
         "load_generator": "Python asyncio (uvloop when importable), asyncio.Protocol per connection, "
                           f"{args.loaders} process(es); pipelined requests with distinct opaques",
         "request": "GET_ROUTEINFO_BY_TOPIC, JSON header, language JAVA, version 479 (standard JSON answer)",
-        "topic": TOPIC, "route_bytes": body_bytes, "brokers": "2 groups x (master + slave), 100 topics",
-        "worker": "python -m service serve, RMQ_REMOTING_PORT set, default settings (cached reads)",
+        "topic": TOPIC, "route_bytes": body_bytes,
+        "brokers": "2 groups x (master + slave), 100 topics, registered over TCP (4.9.8 JSON body)",
     }, {"summary": summary_numbers, "runs": runs}, summary, machine)
 
 
