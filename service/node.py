@@ -52,6 +52,7 @@ class Node:
                         "(single process, NOT durable: everything is lost on exit)")
         try:
             await self.store.load_scripts()
+            await self.store.stamp_dataset()
             indexed = await self.store.run("topic_index_sync", [])
             if indexed:
                 log.info("indexed %d topics by name (first start after an upgrade)", indexed)
