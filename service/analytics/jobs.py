@@ -53,6 +53,9 @@ def run(ctx: Context, job: str) -> dict[str, Any]:
                      cost["redisSeconds"], ", ".join(f"{k} {v['calls']}" for k, v in cost["byCommand"].items()))
     finally:
         ctx.release()
+    sc = ctx.spark.sparkContext
+    result["spark"] = {"master": sc.master, "applicationId": sc.applicationId,
+                       "shufflePartitions": ctx.spark.conf.get("spark.sql.shuffle.partitions")}
     result["elapsedSeconds"] = round(time.monotonic() - t0, 3)
     log.info("[%s] done in %.1f s", job, result["elapsedSeconds"])
     return result

@@ -26,14 +26,13 @@ tell the readers apart.
 from __future__ import annotations
 
 import logging
-import sys
 import urllib.parse
 from functools import reduce
 from typing import Any, Mapping
 
 from service.keys import Keys
 
-from . import _index_partition, _partition_reader
+from . import _partition_reader, index_rows
 from .index import Index, list_index
 from .schemas import FIELDS, KEY_COLUMN, schema as table_schema
 
@@ -215,8 +214,7 @@ def _ship_by_value() -> None:
     """The executor code goes to the workers by value: they need redis-py, not this package."""
     from pyspark import cloudpickle
 
-    for module in (_partition_reader, _index_partition, sys.modules["service.keys"]):
-        cloudpickle.register_pickle_by_value(module)
+    cloudpickle.register_pickle_by_value(_partition_reader)
 
 
 def _read_settings(spark: Any, opts: Mapping[str, str]) -> tuple[dict[str, Any], int, int, int]:
@@ -266,26 +264,46 @@ def _hmget_read(spark: Any, schema: Any, opts: Mapping[str, str], keys: list[str
 
 def _index_read(spark: Any, kind: str, schema: Any, opts: Mapping[str, str], keys: Keys,
                 index: Index | None) -> Any:
-    if index is None:
-        client = _partition_reader.connect(connection_params(spark, opts))
-        try:
+    """Every Redis read on the driver: the executors need no Redis access and no redis-py."""
+    params, _, _, pipeline = _read_settings(spark, opts)
+    client = _partition_reader.connect(params)
+    try:
+        if index is None:
             index = list_index(client, keys)
-        finally:
-            client.close()
-    if kind != "queue":
-        return _hmget_read(spark, schema, opts, index.keys_of(keys, kind), drop_missing=True)
-    _ship_by_value()
-    params, partitions, _, pipeline = _read_settings(spark, opts)
-    count = int(opts.get("hscan.count", DEFAULT_HSCAN_COUNT))
+    finally:
+        client.close()
     key_column = opts["key.column"]
-    fetch = _index_partition.fetch_broker_topics
+    if kind != "queue":
+        value_fields = [(f.name, f.dataType.typeName()) for f in schema.fields if f.name != key_column]
+        prefix_pattern = opts["keys.pattern"] if opts["keys.pattern"].endswith("*") else ""
+        found = list(_partition_reader.fetch_partition(params, prefix_pattern, value_fields, pipeline, True,
+                                                       index.keys_of(keys, kind)))
+        order = [key_column] + [n for n, _ in value_fields]
+        at = [order.index(f.name) for f in schema.fields]
+        return spark.createDataFrame([tuple(r[i] for i in at) for r in found], schema=schema)
     from service.keys import encode_name
 
+    count = int(opts.get("hscan.count", DEFAULT_HSCAN_COUNT))
     names = [(n, keys.broker_topics(n), encode_name(n)) for n in index.names]
-    rdd = spark.sparkContext.parallelize(names, max(1, min(partitions, len(names))))
-    listed = spark.createDataFrame(rdd, "name string, hashKey string, keyPart string")
-    df = listed.mapInArrow(lambda batches: fetch(params, key_column, count, pipeline, batches), schema)
-    return df.select(*[f.name for f in schema.fields])
+    return arrow_frame(spark, list(index_rows.fetch_broker_topics(params, key_column, count, pipeline, names)),
+                       schema)
+
+
+def arrow_frame(spark: Any, batches: list[Any], schema: Any) -> Any:
+    """Arrow batches as a DataFrame through Spark's Arrow path (JVM-side, no Python workers)."""
+    import pyarrow as pa
+
+    if not batches:
+        return spark.createDataFrame([], schema=schema)
+    names = [f.name for f in schema.fields]
+    table = pa.Table.from_batches(batches)
+    arrow_key = "spark.sql.execution.arrow.pyspark.enabled"
+    before = spark.conf.get(arrow_key, "false")
+    spark.conf.set(arrow_key, "true")
+    try:
+        return spark.createDataFrame(table.select(names).to_pandas(), schema=schema)
+    finally:
+        spark.conf.set(arrow_key, before)
 
 
 def hash_fields(kind: str) -> list[str]:

@@ -37,6 +37,9 @@ def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
+    # spark-submit started the JVM and passes its port; otherwise pyspark launches one here,
+    # as a "pyspark-shell", which turns the console progress bar on whatever the terminal
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
     conf = submitted_conf()
     builder = SparkSession.builder.appName(APP_NAME)
     if master:
@@ -58,7 +61,7 @@ def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool
         "spark.sql.redaction.options.regex": REDACT,
     }
     for key, value in defaults.items():
-        if not conf.contains(key):
+        if not conf.contains(key) or (key == "spark.ui.showConsoleProgress" and not under_submit):
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN" if debug else "ERROR")

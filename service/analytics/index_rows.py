@@ -1,14 +1,12 @@
-"""Executor side of the index reader's ``queue`` table: HSCAN of ``broker-topics:<name>``.
+"""The index reader's rows, read on the driver: no Redis access from the executors.
 
-Each broker name has one HASH topic -> "readQueueNums,writeQueueNums,perm,topicSysFlag",
-kept by the same scripts that write the ``queue:<topic>:<name>`` rows, so one HSCAN
-page gives a thousand queue rows where the pattern reader pays a SCAN step and an HMGET
-per row. Pages of ``count`` entries keep every Redis call short (a HASH of 10,000 topics
-read whole would be one long call); the pages of ``pipeline`` names go out together.
-
-Runs under ``mapInArrow``: rows leave Python as Arrow batches, not pickled tuples. Shipped
-by value like ``_partition_reader`` (it needs redis-py and pyarrow on the executors,
-both of which pyspark's own SQL needs anyway); ``encode_name`` comes along by value.
+``queue`` comes from the per-broker-name ``broker-topics`` HASHes (topic ->
+"readQueueNums,writeQueueNums,perm,topicSysFlag"), kept by the same scripts that write the
+``queue:<topic>:<name>`` rows: one HSCAN page gives a thousand queue rows where the pattern
+reader pays a SCAN step and an HMGET per row. Pages of ``count`` entries keep every Redis
+call short (a HASH of 10,000 topics read whole would be one long call); the pages of
+``pipeline`` names go out together. The rows become Arrow columns (about 60 MB at
+1,000,000 rows), handed to Spark in one piece.
 """
 
 from __future__ import annotations
@@ -28,11 +26,10 @@ def _batch(pa: Any, schema: Any, cols: dict[str, list[Any]]) -> Any:
 
 
 def fetch_broker_topics(params: dict[str, Any], key_column: str, count: int, pipeline: int,
-                        batches: Iterator[Any]) -> Iterator[Any]:
-    """Input rows (name, hashKey, keyPart); output the ``queue`` schema's columns."""
+                        names: list[tuple[str, str, str]]) -> Iterator[Any]:
+    """For (name, hashKey, keyPart) of each broker name: Arrow batches of the ``queue`` schema."""
     import pyarrow as pa
 
-    names = [n for b in batches for n in zip(*(b.column(i).to_pylist() for i in range(3)))]
     schema = pa.schema([(key_column, pa.string()), ("topic", pa.string()), ("brokerName", pa.string())]
                        + [(f, pa.int32()) for f in QUEUE_FIELDS])
     cols: dict[str, list[Any]] = {f.name: [] for f in schema}
