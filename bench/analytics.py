@@ -111,7 +111,8 @@ def main() -> None:
     print(f"fleet: {groups} groups, {n_topics} topics, {pairs} pairs")
     runs: list[dict[str, Any]] = []
     with redis_server() as rs:
-        with workers(rs.url, count=1) as [writer]:
+        # a generous Redis timeout: the big group's registration is a long script on a busy machine
+        with workers(rs.url, count=1, RMQ_REDIS_TIMEOUT_MS="60000") as [writer]:
             started = time.monotonic()
             post_all(f"http://127.0.0.1:{writer}", bodies)
             seeded = time.monotonic() - started

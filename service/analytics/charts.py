@@ -29,6 +29,16 @@ def _save(plt: Any, fig: Any, path: Path, title: str, caption: str) -> Path:
     return path
 
 
+def _legend_outside(ax: Any, handles: Sequence[Any] | None = None, labels: Sequence[str] | None = None,
+                    shift: float = 1.01) -> None:
+    """The legend right of the axes, never over the data (constrained layout makes room)."""
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels if labels is not None else [h.get_label() for h in handles], fontsize=8,
+                  loc="upper left", bbox_to_anchor=(shift, 1.0), borderaxespad=0)
+
+
 def queue_distribution(groups: Sequence[dict[str, Any]], path: Path, title: str = "", caption: str = "") -> Path:
     """Grouped bars: read queues and writable write queues per broker group, by cluster."""
     plt = _plt()
@@ -47,7 +57,7 @@ def queue_distribution(groups: Sequence[dict[str, Any]], path: Path, title: str 
     if rows:
         mean_w = sum(g["writeQueues"] for g in rows) / n
         ax.axhline(mean_w, color="grey", linestyle="--", linewidth=1, label=f"mean write ({mean_w:.1f})")
-    fig.legend(loc="outside upper right", fontsize=8, ncols=3)
+    _legend_outside(ax)
     return _save(plt, fig, path, title or "Queues per broker group", caption)
 
 
@@ -72,7 +82,7 @@ def heartbeat_age(brokers: Sequence[dict[str, Any]], path: Path, flag_ratio: flo
     ax.set_xlabel("heartbeat age / timeout")
     handles = [Patch(color="tab:blue", label="broker"), Patch(color="tab:red", label="flagged broker"),
                *ax.get_legend_handles_labels()[0]]
-    fig.legend(handles=handles, loc="outside upper right", fontsize=8, ncols=4)
+    _legend_outside(ax, handles)
     return _save(plt, fig, path, title or "Broker heartbeat age", caption)
 
 
@@ -85,11 +95,13 @@ def trend(series: Sequence[dict[str, Any]], path: Path, title: str = "", caption
     xs = [dt.datetime.fromtimestamp(r["runAtMs"] / 1000, dt.timezone.utc) for r in series]
     fig, (ax, moves) = plt.subplots(2, 1, figsize=(9.0, 6.0), sharex=True, layout="constrained",
                                     gridspec_kw={"height_ratios": [3, 1.4]})
-    for name, label in (("liveBrokers", "live brokers"), ("members", "registered members"),
-                        ("brokerGroups", "broker groups")):
+    # one colour per meaning across both panels: green and red are joined and departed only
+    for name, label, colour in (("liveBrokers", "live brokers", "tab:blue"),
+                                ("members", "registered members", "tab:orange"),
+                                ("brokerGroups", "broker groups", "tab:brown")):
         pts = [(x, r[name]) for x, r in zip(xs, series) if r.get(name) is not None]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=colour, label=label)
     ax.set_ylabel("brokers")
     ax2 = ax.twinx()
     pts = [(x, r["topics"]) for x, r in zip(xs, series) if r.get("topics") is not None]
@@ -98,7 +110,7 @@ def trend(series: Sequence[dict[str, Any]], path: Path, title: str = "", caption
     ax2.set_ylabel("topics")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left", bbox_to_anchor=(1.1, 1.0), borderaxespad=0)
+    _legend_outside(ax, h1 + h2, l1 + l2, shift=1.1)  # past the right-hand axis' labels
 
     compared = [(x, r) for x, r in zip(xs, series) if r.get("joinedMembers") is not None]
     if compared:
@@ -110,7 +122,6 @@ def trend(series: Sequence[dict[str, Any]], path: Path, title: str = "", caption
                   color="tab:red", label="members departed since previous run")
     moves.axhline(0, color="black", linewidth=0.8)
     moves.set_ylabel("members")
-    if compared:
-        moves.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.1, 1.0), borderaxespad=0)
+    _legend_outside(moves, shift=1.1)
     fig.autofmt_xdate()
     return _save(plt, fig, path, title or "Registry trend", caption)
