@@ -89,6 +89,8 @@ def run_job(url: str, reader: str, probe: redis.Redis) -> dict[str, Any]:
     return {"reader": reader, "wall_s": wall, "peak_tree_rss_mib": peak / 2**20, "commands": cost["commands"],
             "redis_s": cost["redisSeconds"], "by_command": cost["byCommand"],
             "longest_call_ms": max((e["duration"] for e in slow), default=0) / 1000,
+            "longest_calls": [{"ms": e["duration"] / 1000, "command": (e["command"] or b"")[:60].decode(errors="replace")}
+                              for e in sorted(slow, key=lambda e: -e["duration"])[:5]],
             "calls_over_1ms": len(slow), "job_s": result["elapsedSeconds"],
             "pairs_read": result["topics"]["counts"]["queueRows"]}
 

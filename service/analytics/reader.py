@@ -44,12 +44,12 @@ SPARK_REDIS_PACKAGE = "com.redislabs:spark-redis_2.12:3.1.0"
 READERS = ("auto", "index", "builtin", "spark-redis")
 
 # The commands a read-only Redis user needs for the jobs, with any reader: SMEMBERS, HVALS,
-# ZRANGE, HSCAN (the index reader), SCAN and HMGET for the rows, HGETALL for the order-topic
+# ZRANGE, HLEN, HSCAN (the index reader), SCAN and HMGET for the rows, HGETALL for the order-topic
 # KV, GET for the data set's id, TIME for the snapshot's clock, INFO (commandstats, and the
 # replication role for --replica), and TYPE for spark-redis' filter.keys.by.type (without it
 # spark-redis returns no rows, silently). service/analytics/README.md quotes this line; a
 # test holds the two together.
-READ_ONLY_COMMANDS = ("+smembers", "+hvals", "+zrange", "+hscan", "+scan", "+hmget", "+hgetall", "+get",
+READ_ONLY_COMMANDS = ("+smembers", "+hvals", "+zrange", "+hlen", "+hscan", "+scan", "+hmget", "+hgetall", "+get",
                       "+info", "+time", "+type")
 
 
@@ -71,6 +71,7 @@ DEFAULT_PARTITIONS = 3  # spark-redis SqlOptionNumPartitionsDefault
 DEFAULT_SCAN_COUNT = 100
 DEFAULT_PIPELINE = 100
 DEFAULT_HSCAN_COUNT = 1000  # entries an HSCAN page of broker-topics returns: ~0.3 ms of Redis
+DEFAULT_HGETALL_MAX = 4096  # a broker-topics hash up to this size is read whole: ~1 ms of Redis
 
 
 def url_to_options(url: str) -> dict[str, str]:
@@ -284,9 +285,10 @@ def _index_read(spark: Any, kind: str, schema: Any, opts: Mapping[str, str], key
     from service.keys import encode_name
 
     count = int(opts.get("hscan.count", DEFAULT_HSCAN_COUNT))
+    whole = int(opts.get("hgetall.max", DEFAULT_HGETALL_MAX))
     names = [(n, keys.broker_topics(n), encode_name(n)) for n in index.names]
-    return arrow_frame(spark, list(index_rows.fetch_broker_topics(params, key_column, count, pipeline, names)),
-                       schema)
+    return arrow_frame(spark, list(index_rows.fetch_broker_topics(params, key_column, count, whole, pipeline,
+                                                                  names)), schema)
 
 
 def arrow_frame(spark: Any, batches: list[Any], schema: Any) -> Any:

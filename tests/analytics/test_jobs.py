@@ -141,9 +141,12 @@ def test_the_summary_reports_what_the_run_cost_redis_and_the_index_read_scans_no
     cost = result["redisCost"]
     assert cost["commands"] == sum(c["calls"] for c in cost["byCommand"].values()) > 0
     assert 0 < cost["redisSeconds"] < 1
-    assert "scan" not in cost["byCommand"] and "hscan" in cost["byCommand"]
-    # one HSCAN page per broker name (each has fewer than a page of topics), no HMGET per queue row
-    assert cost["byCommand"]["hscan"]["calls"] == len(build_model().groups)
+    assert "scan" not in cost["byCommand"] and "hscan" not in cost["byCommand"]
+    # each broker name's topics in one HGETALL (all are small), plus the order-topic KV;
+    # no HMGET per queue row (the 508 of them), only per broker and address row
+    groups = len(build_model().groups)
+    assert cost["byCommand"]["hlen"]["calls"] == groups
+    assert cost["byCommand"]["hgetall"]["calls"] == groups + 1
     assert cost["byCommand"]["hmget"]["calls"] < 100
 
 
