@@ -14,7 +14,8 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 BEGIN, END = "<!-- results:begin (bench/report.py) -->", "<!-- results:end -->"
 ORDER = ["route_query", "registration", "heartbeat", "scanner_pass", "redis_memory", "scale_workers",
-         "tcp_route_query", "tcp_registration", "tcp_reads_during_registration", "changing_reads", "fleet"]
+         "tcp_route_query", "tcp_registration", "tcp_reads_during_registration", "changing_reads", "fleet",
+         "analytics_197k", "analytics_992k"]
 TITLES = {
     "route_query": "1. Route query, one worker, 64 connections (wrk)",
     "registration": "2. Registration latency (median)",
@@ -27,6 +28,8 @@ TITLES = {
     "tcp_reads_during_registration": "7c. Route reads (TCP) while big brokers register, against the Java NameServer",
     "changing_reads": "8. Random-topic route reads while another group changes (10,000 topics)",
     "fleet": "9. Fleet size: 300 broker groups, 100,000 topics",
+    "analytics_197k": "10. Analytics `all`, index reader against pattern reader, ~200,000 pairs",
+    "analytics_992k": "10b. Analytics `all`, index reader against pattern reader, ~1,000,000 pairs",
 }
 
 

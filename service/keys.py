@@ -186,6 +186,14 @@ class Keys:
         these keys, written by the first worker to start (SET NX)."""
         return f"{self.tag}:schema-version"
 
+    # -- identity
+    @property
+    def dataset(self) -> str:
+        """STRING: a random id a worker writes once (SET NX) when it first starts on an empty
+        key space. It names this registry's data set, so readers outside the service (the
+        analytics history) can tell two registries on the same prefix apart."""
+        return f"{self.tag}:dataset"
+
     # -- patterns for readers that scan (analytics)
     def pattern(self, kind: str) -> str:
         """``keys.pattern`` for spark-redis: one row per hash, the key column gets the rest

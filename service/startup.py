@@ -8,7 +8,9 @@ naming the setting and its value (a secret is named, never printed):
   its scripts loaded;
 - the key schema: the version stamp in Redis (``Keys.schema``), written by the first
   worker (SET NX), equals this worker's ``SCHEMA_VERSION``, so a worker whose scripts and
-  keys differ in meaning from those already in Redis never writes into them.
+  keys differ in meaning from those already in Redis never writes into them;
+- the data set's name (``Keys.dataset``), written once (SET NX) for readers outside the
+  service (the analytics history) to tell registries apart.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ async def connect(store: Store, settings: Settings) -> None:
         try:
             await store.load_scripts()
             await check_schema(store, settings)
+            await store.stamp_dataset()
             return
         except StoreRefusing:
             raise  # Redis answers: not a reason to wait or to refuse to start

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -307,6 +308,11 @@ class Store:
     async def load_scripts(self) -> None:
         for script in self._scripts.values():
             script.sha = await self.call(self.redis.script_load(script.script))
+
+    async def stamp_dataset(self) -> bool:
+        """Name this key space's data set once (SET NX: the first worker ever wins, a restart
+        keeps the name); True when this call wrote it."""
+        return bool(await self.call(self.redis.set(self.keys.dataset, secrets.token_hex(16), nx=True)))
 
     async def ready(self) -> bool:
         """Redis answers and every script is in its cache (loading those that are not)."""

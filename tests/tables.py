@@ -21,11 +21,11 @@ def _s(v: bytes | str) -> str:
 
 def snapshot(r: redis.Redis, keys: Keys = Keys()) -> dict[str, Any]:
     """Every table key and its content (live rows without their timestamps, which move);
-    the key schema stamp is no table."""
+    the key schema stamp and the data set's name are no tables."""
     out: dict[str, Any] = {}
     for raw in r.scan_iter(match=f"{keys.tag}:*", count=1000):
         key = _s(raw)
-        if key == keys.schema:
+        if key in (keys.schema, keys.dataset):
             continue
         kind = _s(r.type(key))
         if kind == "set":

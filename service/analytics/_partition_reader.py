@@ -1,4 +1,4 @@
-"""Executor side of the built-in reader: fetch one partition of keys with redis-py.
+"""Executor side of the pattern reader (and, on the driver, the index reader's HMGETs): fetch one partition of keys with redis-py.
 
 This module imports nothing from the project, so the reader can ship its functions to
 the executors by value (``cloudpickle.register_pickle_by_value``): a cluster only needs

@@ -30,16 +30,24 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("job", choices=list(JOB_HELP))
     p.add_argument("--redis-url", default=os.environ.get("REDIS_URL"),
-                   help="redis[s]://[user:pass@]host:port/db (default $REDIS_URL; unset: the "
-                        "Spark conf spark.redis.host/port/user/auth/ssl, else localhost:6379)")
+                   help="the registry's Redis, redis[s]://[user:pass@]host:port/db (default $REDIS_URL; "
+                        "unset: the Spark conf spark.redis.host/port/user/auth/ssl/db, else refused)")
+    p.add_argument("--replica", action="store_true",
+                   help="the Redis read is a replica of the registry's: refuse unless it is one with its "
+                        "link to the primary up")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="a store with no broker group is a result (all-zero counts), not an error")
+    p.add_argument("--dataset", default=None,
+                   help="history: the data set to report (default: the latest run's); rows of others are skipped")
     p.add_argument("--prefix", default=os.environ.get("RMQ_KEY_PREFIX", "rmq"),
                    help="key prefix, keys are {<prefix>}:... (default $RMQ_KEY_PREFIX or rmq)")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("RMQ_ANALYTICS_OUT", "analytics-out")),
                    help="folder for Parquet tables and PNG charts (default ./analytics-out)")
     p.add_argument("--no-out", action="store_true", help="write no tables or charts, only the summary")
     p.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
-    p.add_argument("--reader", choices=["auto", "spark-redis", "builtin"], default="auto",
-                   help="auto: spark-redis when its jar is on the classpath, else the built-in reader")
+    p.add_argument("--reader", choices=["auto", "index", "builtin", "spark-redis"], default="auto",
+                   help="index (auto): through the registry's indexes, no SCAN; builtin: pattern SCAN + "
+                        "HMGET; spark-redis: its data source (pattern SCAN, needs its jar)")
     p.add_argument("--history", type=Path, default=None,
                    help="history Parquet dataset (partitioned by date); default <out>/history")
     p.add_argument("--no-history", action="store_true", help="do not append this run to the history")
@@ -52,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=None,
                    help="Spark master for a new session (default: spark-submit's, else local[*])")
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--debug", action="store_true", help="tracebacks and Spark's warnings on errors")
     return p
 
 
@@ -68,33 +77,38 @@ def read_options(args: argparse.Namespace) -> dict[str, str]:
     return opts
 
 
-def get_spark(master: str | None, conf: dict[str, str]) -> tuple[Any, bool]:
-    """The active session if there is one (spark-submit, tests), else a new one; and whether we made it."""
-    from pyspark import SparkConf
-    from pyspark.sql import SparkSession
+def spark_submit_names_redis() -> bool:
+    """Whether spark-submit's or PYSPARK_SUBMIT_ARGS' conf may name the Redis (spark.redis.host)."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT")) or "spark.redis.host" in os.environ.get(
+        "PYSPARK_SUBMIT_ARGS", "")
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active, False
-    builder = SparkSession.builder.appName("rmq-registry-analytics")
-    if not master and not SparkConf().contains("spark.master"):
-        master = "local[*]"
-    if master:
-        builder = builder.master(master)
-    effective = master or SparkConf().get("spark.master", "")
-    if effective.startswith("local") and not os.environ.get("PYSPARK_PYTHON"):
-        # local workers run this interpreter (its redis-py), not whatever python3 is on PATH
-        os.environ["PYSPARK_PYTHON"] = sys.executable
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
-    if not SparkConf().contains("spark.sql.shuffle.partitions"):
-        # the tables are registry-sized (brokers, topic x group rows): 200 shuffle tasks
-        # per join would cost more than the data
-        builder = builder.config("spark.sql.shuffle.partitions", "8")
-    for k, v in conf.items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark, True
+
+NO_REDIS = ("no Redis to read: set REDIS_URL (or --redis-url redis://HOST:PORT/DB) to the registry's Redis "
+            "(under spark-submit, --conf spark.redis.host=HOST also works)")
+
+
+def one_line(e: BaseException, where: str, setting: str) -> str:
+    """What failed, on which host, through which setting: one line, no credentials."""
+    import redis
+
+    from .source import JobError
+
+    if isinstance(e, JobError):
+        return str(e)
+    if isinstance(e, redis.AuthenticationError) or "WRONGPASS" in str(e) or "NOAUTH" in str(e):
+        return f"{where} refused the credentials of {setting}: {e}"
+    if isinstance(e, redis.ResponseError) and "NOPERM" in str(e):
+        return f"{where}: the user of {setting} may not run a command the jobs need ({e}); see the read-only ACL"
+    if isinstance(e, (redis.ConnectionError, redis.TimeoutError)):
+        return f"cannot reach {where} ({setting}): {e}"
+    text = str(e).strip()
+    java = getattr(e, "java_exception", None)
+    if java is not None:  # a Spark failure: the Python error of the task, else the Java one's first line
+        lines = [ln.strip() for ln in text.splitlines()]
+        python = [ln for ln in lines if ln.startswith(("redis.exceptions.", "ModuleNotFoundError", "ValueError"))]
+        text = python[-1] if python else str(java.toString()).splitlines()[0]
+    first = text.splitlines()[0] if text else type(e).__name__
+    return f"{type(e).__name__}: {first}" if isinstance(e, (KeyError, AssertionError)) else first
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,13 +125,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from .jobs import READS_REDIS, Context, run, to_json
-    from .reader import spark_conf_from_options
+    from .session import get_spark
+    from .source import params_where
 
     try:
         opts = read_options(args)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: --redis-url / REDIS_URL: {e}", file=sys.stderr)
         return 2
+    reads_redis = args.job in READS_REDIS
+    if reads_redis and not args.redis_url and not spark_submit_names_redis():
+        print(f"error: {NO_REDIS}", file=sys.stderr)
+        return 2
+    if not args.redis_url:
+        setting = "spark.redis.*"
+    else:
+        setting = "REDIS_URL" if args.redis_url == os.environ.get("REDIS_URL") else "--redis-url"
     out = None if args.no_out else args.out
     history = args.history or (out / "history" if out is not None else None)
     if args.job == "history":
@@ -126,19 +149,33 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     elif args.no_history:
         history = None
-    spark, owned = get_spark(args.master, spark_conf_from_options(opts))
+    where = params_where(opts) if opts else "the Spark conf's spark.redis.host"
     try:
+        spark, owned = get_spark(args.master, debug=args.debug)
+    except Exception as e:
+        if args.debug:
+            log.exception("Spark did not start")
+        print(f"error: Spark did not start (--master {args.master or 'from spark-submit'}): {one_line(e, where, setting)}",
+              file=sys.stderr)
+        return 1
+    try:
+        if reads_redis and not args.redis_url and not spark.sparkContext.getConf().contains("spark.redis.host"):
+            print(f"error: {NO_REDIS}", file=sys.stderr)
+            return 2
         ctx = Context(
             spark=spark, prefix=args.prefix, reader=args.reader, options=opts, out=out,
             charts=not args.no_charts, flag_ratio=args.flag_ratio, history=history,
+            allow_empty=args.allow_empty, replica=args.replica, dataset=args.dataset,
         )
+        where = ctx.where
         # the reader is checked (and a missing spark-redis jar refused) only for jobs that read Redis
         log.info("job %s, prefix %s, reader %s, out %s, history %s", args.job, args.prefix,
-                 ctx.reader_used if args.job in READS_REDIS else "none (reads no Redis)", out, history)
+                 ctx.reader_used if reads_redis else "none (reads no Redis)", out, history)
         result = run(ctx, args.job)
-    except Exception as e:  # one line for the operator, the trace in the log
-        log.exception("job %s failed", args.job)
-        print(f"error: {e}", file=sys.stderr)
+    except Exception as e:  # one line for the operator; the trace with --debug
+        if args.debug:
+            log.exception("job %s failed", args.job)
+        print(f"error: {args.job}: {one_line(e, where, setting)}", file=sys.stderr)
         return 1
     finally:
         if owned:

@@ -1,35 +1,39 @@
-"""One way to read a live table into a DataFrame, two implementations behind it.
+"""One way to read a live table into a DataFrame, three implementations behind it.
 
 ``read_table(spark, kind, ...)`` returns the table as a DataFrame typed by the explicit
 schema of ``schemas.py``. It reads through
 
-* **spark-redis** (format ``org.apache.spark.sql.redis``) when its jar is on the
-  classpath (``--packages com.redislabs:spark-redis_2.12:3.1.0``), or when asked for;
-* otherwise the **built-in reader**: SCAN with the same ``keys.pattern`` on the driver,
-  the keys split into ``partitions.number`` partitions, pipelined HMGET (``max.pipeline.size``
-  commands a round trip) on the executors with redis-py in ``mapPartitions``, rows typed by
-  the same schema and the key column given the key minus the pattern's literal prefix.
+* the **index reader** (default): the rows the registry's own indexes list (``index.py``:
+  the cluster SETs, the ``addrs`` HASHes, the expiry ZSET), pipelined HMGET of those keys
+  on the executors, and the ``queue`` table from the per-broker-name ``broker-topics``
+  HASHes (``_index_partition.py``: HSCAN pages, Arrow batches). No pattern SCAN;
+* the **pattern reader** (``builtin``): SCAN with ``keys.pattern`` on the driver, the keys
+  split into ``partitions.number`` partitions, pipelined HMGET (``max.pipeline.size``
+  commands a round trip) on the executors with redis-py in ``mapPartitions``;
+* **spark-redis** (format ``org.apache.spark.sql.redis``) when asked for and its jar is
+  on the classpath (``--packages com.redislabs:spark-redis_2.12:3.1.0``): the same SCAN by
+  pattern, in the JVM.
 
-Both take the same options (``keys.pattern``, ``key.column``, ``partitions.number``,
+All take the same options (``keys.pattern``, ``key.column``, ``partitions.number``,
 ``scan.count``, ``max.pipeline.size``, ``filter.keys.by.type`` and the connection options
 ``host``, ``port``, ``user``, ``auth``, ``dbNum``, ``timeout``, ``ssl``, which default to the
-Spark conf ``spark.redis.*``), and both results go through the same final step, which
-drops the rows of keys that vanished between SCAN and HMGET (a live row whose TTL ran out
-meanwhile: spark-redis returns such a row with every field null). So the jobs cannot tell
-the two readers apart.
+Spark conf ``spark.redis.*``), and every result goes through the same final step, which
+drops the rows of keys that vanished between listing and HMGET (a live row whose TTL ran
+out meanwhile: spark-redis returns such a row with every field null). So the jobs cannot
+tell the readers apart.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import urllib.parse
 from functools import reduce
 from typing import Any, Mapping
 
 from service.keys import Keys
 
-from . import _partition_reader
+from . import _partition_reader, index_rows
+from .index import Index, list_index
 from .schemas import FIELDS, KEY_COLUMN, schema as table_schema
 
 log = logging.getLogger("service.analytics")
@@ -37,13 +41,16 @@ log = logging.getLogger("service.analytics")
 SPARK_REDIS_FORMAT = "org.apache.spark.sql.redis"
 SPARK_REDIS_CLASS = "org.apache.spark.sql.redis.DefaultSource"
 SPARK_REDIS_PACKAGE = "com.redislabs:spark-redis_2.12:3.1.0"
-READERS = ("auto", "spark-redis", "builtin")
+READERS = ("auto", "index", "builtin", "spark-redis")
 
-# The commands a read-only Redis user needs for the jobs, with either reader: SCAN and
-# HMGET for the rows, HGETALL for the order-topic KV, TIME for the snapshot's clock, INFO,
-# and TYPE for spark-redis' filter.keys.by.type (without it spark-redis returns no rows,
-# silently). service/analytics/README.md quotes this line; a test holds the two together.
-READ_ONLY_COMMANDS = ("+scan", "+hmget", "+hgetall", "+info", "+time", "+type")
+# The commands a read-only Redis user needs for the jobs, with any reader: SMEMBERS, HVALS,
+# ZRANGE, HLEN, HSCAN (the index reader), SCAN and HMGET for the rows, HGETALL for the order-topic
+# KV, GET for the data set's id, TIME for the snapshot's clock, INFO (commandstats, and the
+# replication role for --replica), and TYPE for spark-redis' filter.keys.by.type (without it
+# spark-redis returns no rows, silently). service/analytics/README.md quotes this line; a
+# test holds the two together.
+READ_ONLY_COMMANDS = ("+smembers", "+hvals", "+zrange", "+hlen", "+hscan", "+scan", "+hmget", "+hgetall", "+get",
+                      "+info", "+time", "+type")
 
 
 def read_only_acl(prefix: str = "rmq") -> str:
@@ -63,6 +70,8 @@ CONNECTION_CONF = {
 DEFAULT_PARTITIONS = 3  # spark-redis SqlOptionNumPartitionsDefault
 DEFAULT_SCAN_COUNT = 100
 DEFAULT_PIPELINE = 100
+DEFAULT_HSCAN_COUNT = 1000  # entries an HSCAN page of broker-topics returns: ~0.3 ms of Redis
+DEFAULT_HGETALL_MAX = 4096  # a broker-topics hash up to this size is read whole: ~1 ms of Redis
 
 
 def url_to_options(url: str) -> dict[str, str]:
@@ -84,11 +93,6 @@ def url_to_options(url: str) -> dict[str, str]:
     if "db" in q:
         opts["dbNum"] = q["db"][0]
     return opts
-
-
-def spark_conf_from_options(opts: Mapping[str, str]) -> dict[str, str]:
-    """Connection options as ``spark.redis.*`` settings (for a new session's builder)."""
-    return {CONNECTION_CONF[k]: str(v) for k, v in opts.items() if k in CONNECTION_CONF and v is not None}
 
 
 def connection_params(spark: Any, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -135,10 +139,11 @@ def spark_redis_available(spark: Any) -> bool:
 
 
 def choose_reader(spark: Any, reader: str = "auto") -> str:
+    """``auto`` is the index reader: the one that does not walk the key space."""
     if reader not in READERS:
         raise ValueError(f"unknown reader {reader!r}; one of {', '.join(READERS)}")
     if reader == "auto":
-        return "spark-redis" if spark_redis_available(spark) else "builtin"
+        return "index"
     if reader == "spark-redis" and not spark_redis_available(spark):
         raise RuntimeError(
             f"--reader spark-redis: class {SPARK_REDIS_CLASS} is not on the classpath; "
@@ -155,11 +160,13 @@ def read_table(
     *,
     prefix: str = "rmq",
     reader: str = "auto",
+    index: Index | None = None,
 ) -> Any:
     """The table ``kind`` (live, member, broker, queue) as a DataFrame.
 
     ``options`` are spark-redis's read options; ``keys.pattern`` defaults to
-    ``{<prefix>}:<kind>:*`` and ``key.column`` to ``key``. ``reader``: auto, spark-redis, builtin.
+    ``{<prefix>}:<kind>:*`` and ``key.column`` to ``key``. ``reader``: auto (= index), index,
+    builtin, spark-redis. ``index``: the listing the index reader uses (listed here when None).
     """
     if schema is None:
         schema = table_schema(kind)
@@ -169,6 +176,8 @@ def read_table(
     which = choose_reader(spark, reader)
     if which == "spark-redis":
         df = spark.read.format(SPARK_REDIS_FORMAT).schema(schema).options(**opts).load()
+    elif which == "index":
+        df = _index_read(spark, kind, schema, opts, Keys(prefix), index)
     else:
         df = _builtin_read(spark, schema, opts)
     value_cols = [f.name for f in schema.fields if f.name != opts["key.column"]]
@@ -202,30 +211,43 @@ def scan_keys(client: Any, pattern: str, count: int, hashes_only: bool = False) 
     return sorted(set(client.scan_iter(**kwargs)))
 
 
-def _builtin_read(spark: Any, schema: Any, opts: Mapping[str, str]) -> Any:
+def _ship_by_value() -> None:
+    """The executor code goes to the workers by value: they need redis-py, not this package."""
     from pyspark import cloudpickle
 
-    # ship the executor code by value: the workers need redis-py, not this package
-    cloudpickle.register_pickle_by_value(sys.modules[_partition_reader.__name__])
+    cloudpickle.register_pickle_by_value(_partition_reader)
+
+
+def _read_settings(spark: Any, opts: Mapping[str, str]) -> tuple[dict[str, Any], int, int, int]:
+    """Connection parameters, partitions, SCAN COUNT and pipeline size of a read."""
     conf = spark.sparkContext.getConf()
-    params = connection_params(spark, opts)
-    pattern = opts["keys.pattern"]
-    key_column = opts["key.column"]
     partitions = int(opts.get("partitions.number", DEFAULT_PARTITIONS))
     scan_count = int(opts.get("scan.count") or conf.get("spark.redis.scan.count", str(DEFAULT_SCAN_COUNT)))
     pipeline = int(
         opts.get("max.pipeline.size") or conf.get("spark.redis.max.pipeline.size", str(DEFAULT_PIPELINE))
     )
-    hashes_only = opts.get("filter.keys.by.type", "false").lower() == "true"
-    prefix_pattern = pattern if pattern.endswith("*") and pattern.count("*") == 1 else ""
-    drop_missing = not is_redis_glob(pattern)
+    return connection_params(spark, opts), max(1, partitions), scan_count, pipeline
 
+
+def _builtin_read(spark: Any, schema: Any, opts: Mapping[str, str]) -> Any:
+    params, _, scan_count, _ = _read_settings(spark, opts)
+    pattern = opts["keys.pattern"]
+    hashes_only = opts.get("filter.keys.by.type", "false").lower() == "true"
     client = _partition_reader.connect(params)
     try:
         keys = scan_keys(client, pattern, scan_count, hashes_only)
     finally:
         client.close()
+    return _hmget_read(spark, schema, opts, keys, drop_missing=not is_redis_glob(pattern))
 
+
+def _hmget_read(spark: Any, schema: Any, opts: Mapping[str, str], keys: list[str], drop_missing: bool) -> Any:
+    """Rows of ``keys`` by pipelined HMGET on the executors, typed by ``schema``."""
+    _ship_by_value()
+    params, partitions, _, pipeline = _read_settings(spark, opts)
+    pattern = opts["keys.pattern"]
+    key_column = opts["key.column"]
+    prefix_pattern = pattern if pattern.endswith("*") and pattern.count("*") == 1 else ""
     names = [f.name for f in schema.fields]
     if key_column not in names:
         raise ValueError(f"schema has no key column {key_column!r}")
@@ -237,8 +259,53 @@ def _builtin_read(spark: Any, schema: Any, opts: Mapping[str, str]) -> Any:
             values = dict(zip([key_column] + [n for n, _ in value_fields], row))
             yield tuple(values[n] for n in names)
 
-    rdd = spark.sparkContext.parallelize(keys, max(1, partitions)).mapPartitions(rows)
+    rdd = spark.sparkContext.parallelize(keys, partitions).mapPartitions(rows)
     return spark.createDataFrame(rdd, schema=schema, verifySchema=False)
+
+
+def _index_read(spark: Any, kind: str, schema: Any, opts: Mapping[str, str], keys: Keys,
+                index: Index | None) -> Any:
+    """Every Redis read on the driver: the executors need no Redis access and no redis-py."""
+    params, _, _, pipeline = _read_settings(spark, opts)
+    client = _partition_reader.connect(params)
+    try:
+        if index is None:
+            index = list_index(client, keys)
+    finally:
+        client.close()
+    key_column = opts["key.column"]
+    if kind != "queue":
+        value_fields = [(f.name, f.dataType.typeName()) for f in schema.fields if f.name != key_column]
+        prefix_pattern = opts["keys.pattern"] if opts["keys.pattern"].endswith("*") else ""
+        found = list(_partition_reader.fetch_partition(params, prefix_pattern, value_fields, pipeline, True,
+                                                       index.keys_of(keys, kind)))
+        order = [key_column] + [n for n, _ in value_fields]
+        at = [order.index(f.name) for f in schema.fields]
+        return spark.createDataFrame([tuple(r[i] for i in at) for r in found], schema=schema)
+    from service.keys import encode_name
+
+    count = int(opts.get("hscan.count", DEFAULT_HSCAN_COUNT))
+    whole = int(opts.get("hgetall.max", DEFAULT_HGETALL_MAX))
+    names = [(n, keys.broker_topics(n), encode_name(n)) for n in index.names]
+    return arrow_frame(spark, list(index_rows.fetch_broker_topics(params, key_column, count, whole, pipeline,
+                                                                  names)), schema)
+
+
+def arrow_frame(spark: Any, batches: list[Any], schema: Any) -> Any:
+    """Arrow batches as a DataFrame through Spark's Arrow path (JVM-side, no Python workers)."""
+    import pyarrow as pa
+
+    if not batches:
+        return spark.createDataFrame([], schema=schema)
+    names = [f.name for f in schema.fields]
+    table = pa.Table.from_batches(batches)
+    arrow_key = "spark.sql.execution.arrow.pyspark.enabled"
+    before = spark.conf.get(arrow_key, "false")
+    spark.conf.set(arrow_key, "true")
+    try:
+        return spark.createDataFrame(table.select(names).to_pandas(), schema=schema)
+    finally:
+        spark.conf.set(arrow_key, before)
 
 
 def hash_fields(kind: str) -> list[str]:

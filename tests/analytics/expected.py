@@ -70,7 +70,7 @@ def topics(model: Model) -> dict[str, Any]:
         g = per_group[q.name]
         g["topics"] += 1
         g["readQueues"] += q.read
-        g["writeQueues"] += q.write
+        g["writeQueues"] += q.write if q.perm & 2 else 0  # a wiped row's queues take no writes
         by_topic.setdefault(q.topic, []).append(q)
     writes = [g["writeQueues"] for g in per_group.values()]
     reads = [g["readQueues"] for g in per_group.values()]

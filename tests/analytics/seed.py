@@ -138,11 +138,16 @@ def redis_now_ms(client: redis.Redis) -> int:
     return int(sec) * 1000 + int(usec) // 1000
 
 
-def write_model(client: redis.Redis, model: Model, prefix: str = "rmq") -> int:
-    """Write the model; returns the Redis time (ms) the ages are relative to."""
+DATASET = "5eed0000000000000000000000000001"
+
+
+def write_model(client: redis.Redis, model: Model, prefix: str = "rmq", dataset: str = DATASET) -> int:
+    """Write the model; returns the Redis time (ms) the ages are relative to. ``dataset``:
+    the data-set id a worker would have written at its first start (``Keys.dataset``)."""
     k = Keys(prefix)
     now = redis_now_ms(client)
     p = client.pipeline(transaction=False)
+    p.set(k.dataset, dataset, nx=True)
     for cluster, names in model.clusters.items():
         p.sadd(k.clusters, cluster)
         p.sadd(k.cluster(cluster), *names)

@@ -15,9 +15,9 @@ import redis  # noqa: E402
 
 from service.analytics import cli  # noqa: E402
 from service.analytics.jobs import Context, gini, run  # noqa: E402
-from service.analytics.reader import spark_redis_available, url_to_options  # noqa: E402
+from service.analytics.reader import url_to_options  # noqa: E402
 from tests.analytics import expected  # noqa: E402
-from tests.analytics.seed import remove_member  # noqa: E402
+from tests.analytics.seed import DATASET, build_model, remove_member, write_model  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -59,7 +59,10 @@ def test_all_job_reports_exact_figures_tables_and_charts(spark, seeded, tmp_path
     delta = snap["redisTimeMs"] - seeded_at
     assert 0 <= delta < 120_000, "the job ran too long after seeding for the exact flagging below"
     exp = expected.snapshot(model, delta)
-    assert snap["reader"] == ("spark-redis" if spark_redis_available(spark) else "builtin")
+    assert snap["reader"] == "index"
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    source = {"host": host, "port": int(port), "db": 0, "prefix": "rmq", "dataset": DATASET, "replica": False}
+    assert snap["source"] == tops["source"] == result["source"] == source
     assert snap["counts"] == exp["counts"]
     assert snap["counts"] == {
         "clusters": 3, "brokerGroups": 9, "members": 18, "masters": 8, "slaves": 10, "liveBrokers": 16,
@@ -128,6 +131,23 @@ def test_all_job_reports_exact_figures_tables_and_charts(spark, seeded, tmp_path
     assert result["history"]["date"] == snap["redisTime"][:10]
     date_dir = out / "history" / f"date={snap['redisTime'][:10]}"
     assert date_dir.is_dir() and list(date_dir.glob("*.parquet"))
+    row = pq.read_table(out / "history").to_pylist()[0]
+    assert (row["dataset"], row["sourceHost"], row["sourcePort"], row["sourceDb"]) == (DATASET, host, int(port), 0)
+
+
+def test_the_summary_reports_what_the_run_cost_redis_and_the_index_read_scans_nothing(spark, seeded, tmp_path):
+    _, _, url = seeded
+    result = run(Context(spark, options=url_to_options(url)), "all")
+    cost = result["redisCost"]
+    assert cost["commands"] == sum(c["calls"] for c in cost["byCommand"].values()) > 0
+    assert 0 < cost["redisSeconds"] < 1
+    assert "scan" not in cost["byCommand"] and "hscan" not in cost["byCommand"]
+    # each broker name's topics in one HGETALL (all are small), plus the order-topic KV;
+    # no HMGET per queue row (the 508 of them), only per broker and address row
+    groups = len(build_model().groups)
+    assert cost["byCommand"]["hlen"]["calls"] == groups
+    assert cost["byCommand"]["hgetall"]["calls"] == groups + 1
+    assert cost["byCommand"]["hmget"]["calls"] < 100
 
 
 def test_history_appends_runs_and_trend_reads_them_back(spark, seeded, tmp_path):
@@ -175,23 +195,124 @@ def test_history_without_runs_is_empty(spark, tmp_path):
     assert report["runs"] == 0 and report["series"] == []
 
 
-def test_other_prefix_and_an_empty_registry(spark, redis_url, capsys):
-    from tests.analytics.seed import build_model, write_model
+def test_an_empty_store_is_refused_in_one_line_and_appends_nothing(spark, redis_url, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["all", "--redis-url", redis_url, "--out", str(out), "--log-level", "WARNING"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: all: no broker group under {rmq} in redis 127.0.0.1:")
+    assert "--allow-empty" in err[0] and "--prefix" in err[0]
+    assert not (out / "history").exists()
 
+
+def test_a_wrong_prefix_is_refused_like_an_empty_store(spark, redis_url, capsys):
     client = redis.Redis.from_url(redis_url)
     try:
         write_model(client, build_model(), prefix="other")
     finally:
         client.close()
-    assert cli.main(["all", "--redis-url", redis_url, "--no-out", "--no-history", "--log-level", "WARNING"]) == 0
+    args = ["snapshot", "--redis-url", redis_url, "--no-out", "--no-history", "--log-level", "WARNING"]
+    assert cli.main(args) == 1
+    assert "no broker group under {rmq}" in capsys.readouterr().err
+    assert cli.main(args + ["--prefix", "other"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["source"]["prefix"] == "other" and other["counts"]["members"] == 18
+
+
+def test_allow_empty_reports_an_empty_store_as_zero_counts(spark, redis_url, capsys):
+    assert cli.main(["all", "--redis-url", redis_url, "--no-out", "--no-history", "--allow-empty",
+                     "--log-level", "WARNING"]) == 0
     empty = json.loads(capsys.readouterr().out)
     assert set(empty["snapshot"]["counts"].values()) == {0}
     assert set(empty["topics"]["counts"].values()) == {0}
     assert empty["topics"]["skew"]["writeQueues"]["gini"] == 0.0
-    assert cli.main(["snapshot", "--redis-url", redis_url, "--prefix", "other", "--no-out", "--no-history",
-                     "--log-level", "WARNING"]) == 0
-    other = json.loads(capsys.readouterr().out)
-    assert other["prefix"] == "other" and other["counts"]["members"] == 18
+    assert empty["source"]["dataset"] is None
+
+
+def test_without_redis_url_the_jobs_refuse_and_say_how_to_point_them(monkeypatch, capsys):
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    assert cli.main(["all", "--no-out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "REDIS_URL" in err[0] and "--redis-url redis://HOST:PORT/DB" in err[0]
+
+
+def test_a_wrong_password_is_one_line_naming_host_and_setting_without_the_password(spark, seeded, capsys):
+    _, _, url = seeded
+    admin = redis.Redis.from_url(url)
+    admin.execute_command("ACL", "SETUSER", "analytics", "on", ">right", "~*", "+@all")
+    try:
+        wrong = url.replace("redis://", "redis://analytics:Wr0ngPa55@")
+        assert cli.main(["snapshot", "--redis-url", wrong, "--no-out", "--no-history"]) == 1
+        captured = capsys.readouterr()
+        err = captured.err.strip().splitlines()
+        hostport = url.split("//")[1].split("/")[0]
+        assert err[-1].startswith(f"error: snapshot: redis {hostport} db 0 refused the credentials of --redis-url")
+        assert "Traceback" not in captured.err and "Wr0ngPa55" not in captured.err + captured.out
+    finally:
+        admin.execute_command("ACL", "DELUSER", "analytics")
+        admin.close()
+
+
+def test_history_skips_rows_of_another_data_set_and_says_so(spark, redis_url, tmp_path, caplog):
+    history = tmp_path / "history"
+    client = redis.Redis.from_url(redis_url)
+    try:
+        model = build_model()
+        write_model(client, model, dataset="aaaa")
+        run(Context(spark, options=url_to_options(redis_url), history=history), "snapshot")
+        # another registry on the same prefix, one member fewer, appends to the same history
+        client.flushall()
+        write_model(client, model, dataset="bbbb")
+        remove_member(client, model, "10.1.1.12:10911")
+        run(Context(spark, options=url_to_options(redis_url), history=history), "snapshot")
+    finally:
+        client.close()
+    report = run(Context(spark, history=history), "history")
+    assert report["dataset"] == "bbbb" and report["runs"] == 1
+    assert report["skipped"] == {"rows": 1, "datasets": ["aaaa"]}
+    assert report["series"][0]["departedMembers"] is None  # no false departure across registries
+    assert "skipped 1 rows of other data sets (aaaa)" in caplog.text
+    older = run(Context(spark, history=history, dataset="aaaa"), "history")
+    assert older["runs"] == 1 and older["series"][0]["members"] == 18
+
+
+def test_a_replica_read_gives_the_primary_s_figures_and_leaves_the_primary_alone(spark, tmp_path):
+    import time
+
+    from tests.redis_server import RedisServer
+
+    primary = RedisServer(None)
+    primary.start()
+    replica = RedisServer(None, "--replicaof", "127.0.0.1", str(primary.port))
+    replica.start()
+    try:
+        p = redis.Redis.from_url(primary.url)
+        write_model(p, build_model())
+        r = redis.Redis.from_url(replica.url)
+        deadline = time.monotonic() + 20
+        while r.dbsize() != p.dbsize() or r.info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica did not sync"
+            time.sleep(0.1)
+        hmget_before = p.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
+        from_replica = run(Context(spark, options=url_to_options(replica.url), replica=True), "all")
+        assert p.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0) == hmget_before
+        from_primary = run(Context(spark, options=url_to_options(primary.url)), "all")
+        for job in ("snapshot", "topics"):
+            assert from_replica[job]["counts"] == from_primary[job]["counts"], job
+        assert from_replica["source"]["replica"] is True
+        assert from_replica["source"]["port"] == replica.port
+        assert from_replica["source"]["dataset"] == from_primary["source"]["dataset"] == DATASET
+        # --replica refuses a server that is not one
+        from service.analytics.source import JobError
+
+        with pytest.raises(JobError, match="is a master, not a replica"):
+            run(Context(spark, options=url_to_options(primary.url), replica=True), "snapshot")
+        p.close()
+        r.close()
+    finally:
+        replica.cleanup()
+        primary.cleanup()
 
 
 def test_the_history_folder_holds_only_the_dataset_after_a_history_run(spark, seeded, tmp_path):

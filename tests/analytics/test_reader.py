@@ -45,6 +45,50 @@ def test_builtin_reader_gives_every_table_typed_and_keyed(spark, seeded):
     assert len(expected_rows(model, "queue", now)) >= 300  # hundreds of topics
 
 
+def test_index_reader_reads_the_same_tables_as_the_pattern_reader_without_a_scan(spark, seeded):
+    import redis
+
+    model, now, url = seeded
+    opts = url_to_options(url)
+    client = redis.Redis.from_url(url)
+    try:
+        for kind in KINDS:
+            scans = client.info("commandstats").get("cmdstat_scan", {}).get("calls", 0)
+            by_index = read_table(spark, kind, options=opts, reader="index")
+            assert by_index.schema == schema(kind)
+            rows = {tuple(r) for r in by_index.collect()}
+            assert client.info("commandstats").get("cmdstat_scan", {}).get("calls", 0) == scans, kind
+            by_pattern = {tuple(r) for r in read_table(spark, kind, options=opts, reader="builtin").collect()}
+            assert rows == by_pattern == expected_rows(model, kind, now), kind
+    finally:
+        client.close()
+
+
+def test_index_reader_reads_names_that_need_escaping(spark, redis_url):
+    import redis
+
+    from tests.analytics.seed import Member, Model, Queue, write_model
+
+    model = Model(groups={"b:{x}": "C 1"}, members=[Member("10.0.0.1:10911", "C 1", "b:{x}", 0)],
+                  queues=[Queue("t:1~{y}", "b:{x}", 4, 4), Queue("plain", "b:{x}", 8, 8, perm=4)])
+    client = redis.Redis.from_url(redis_url)
+    try:
+        write_model(client, model)
+    finally:
+        client.close()
+    opts = url_to_options(redis_url)
+    for kind in KINDS:
+        by_index = {tuple(r) for r in read_table(spark, kind, options=opts, reader="index").collect()}
+        by_pattern = {tuple(r) for r in read_table(spark, kind, options=opts, reader="builtin").collect()}
+        assert by_index == by_pattern and by_index, kind
+    from service.keys import encode_name
+
+    queue_keys = {r.key for r in read_table(spark, "queue", options=opts, reader="index").collect()}
+    assert queue_keys == {f"{encode_name(q.topic)}:{encode_name(q.name)}" for q in model.queues}
+    assert {r.topic for r in read_table(spark, "queue", options=opts, reader="index").collect()} == {
+        q.topic for q in model.queues}
+
+
 def test_keys_gone_between_scan_and_hmget_give_no_row(spark, seeded, monkeypatch):
     model, now, url = seeded
     real_scan = reader_mod.scan_keys
@@ -84,8 +128,10 @@ def test_spark_redis_reader_gives_the_same_dataframes(spark, seeded):
     for kind in KINDS:
         a = read_table(spark, kind, options=opts, reader="spark-redis")
         b = read_table(spark, kind, options=opts, reader="builtin")
-        assert a.schema == b.schema
+        c = read_table(spark, kind, options=opts, reader="index")
+        assert a.schema == b.schema == c.schema
         assert sorted(map(tuple, a.collect())) == sorted(map(tuple, b.collect())), kind
+        assert sorted(map(tuple, a.collect())) == sorted(map(tuple, c.collect())), kind
         assert {tuple(r) for r in a.collect()} == expected_rows(model, kind, now)
 
 
@@ -109,9 +155,10 @@ def test_the_documented_read_only_acl_user_reads_every_table_alike(spark, seeded
         restricted = url.replace("redis://", "redis://analytics:s3cret@")
         for kind in KINDS:
             as_admin = {tuple(r) for r in read_table(spark, kind, options=url_to_options(url), reader="builtin").collect()}
-            as_user = {tuple(r) for r in read_table(spark, kind, options=url_to_options(restricted),
-                                                    reader="builtin").collect()}
-            assert as_user == as_admin and as_admin, kind
+            for reader in ("builtin", "index"):
+                as_user = {tuple(r) for r in read_table(spark, kind, options=url_to_options(restricted),
+                                                        reader=reader).collect()}
+                assert as_user == as_admin and as_admin, (kind, reader)
         # what spark-redis' filter.keys.by.type sends for every key (refused, it returns no rows)
         as_analytics = redis.Redis.from_url(restricted)
         key = next(as_analytics.scan_iter(match="{rmq}:broker:*"))

@@ -402,7 +402,7 @@ def test_image_names_and_versions_are_consistent():
 
 
 # ----------------------------------------------------------------------- analytics
-def test_analytics_cronjob_runs_spark_submit_with_spark_redis():
+def test_analytics_cronjob_runs_spark_submit_in_local_mode_with_no_secret_in_its_command():
     cron = one("CronJob", "rmq-analytics")
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
     pod = pod_template(cron)["spec"]
@@ -410,17 +410,42 @@ def test_analytics_cronjob_runs_spark_submit_with_spark_redis():
     c = pod["containers"][0]
     script = c["args"][0]
     assert "exec spark-submit" in script
-    assert re.search(r"--master 'local\[\d+\]'", script)
-    assert '--packages "$SPARK_REDIS_PACKAGE"' in script and '--jars "$SPARK_REDIS_JAR"' in script
+    assert re.search(r"--master 'local\[(\d+)\]'", script)
+    cores = int(re.search(r"--master 'local\[(\d+)\]'", script).group(1))
+    assert cores <= float(c["resources"]["limits"]["cpu"]), "local[N] within the pod's CPU limit"
     dockerfile = DOCKERFILE.read_text()
-    assert f"SPARK_REDIS_PACKAGE={SPARK_REDIS}" in dockerfile
     assert "/opt/rmq/analytics_driver.py" in script and "/opt/rmq/analytics_driver.py" in dockerfile
     assert re.search(r"analytics_driver\.py[\s\\]+all\b", script)
     assert "--history /out/history" in script, "every run appends to one trend"
-    assert "spark.jars.ivy=/tmp/" in script, "the root filesystem is read-only: Ivy must write under /tmp"
+    # the Redis URL (with its password) comes from the environment, never the command line or Spark conf
+    assert "REDIS_URL" in env_of(c) and "$REDIS_URL" not in script and "REDIS_PASSWORD" not in script
+    assert "spark.redis.auth" not in script
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     out = next(v for v in pod["volumes"] if v["name"] == mounts["/out"])
     one("PersistentVolumeClaim", out["persistentVolumeClaim"]["claimName"])
+
+
+def test_spark_on_k8s_variant_asks_the_api_server_for_executor_pods():
+    patch = one("CronJob", docs=load(VARIANT / "cronjob-patch.yaml"))
+    c = pod_template(patch)["spec"]["containers"][0]
+    script = c["args"][0]
+    submit, _, app_args = script.partition("/opt/rmq/analytics_driver.py")
+    # the master is spark-submit's (the job sets none of its own: no --master after the app)
+    assert "--master k8s://https://kubernetes.default.svc" in submit and "--deploy-mode client" in submit
+    assert "--master" not in app_args
+    confs = dict(re.findall(r"--conf ([\w.]+)=(\S+)", submit))
+    assert int(confs["spark.executor.instances"]) >= 1
+    assert confs["spark.kubernetes.container.image"] == '"$SPARK_EXECUTOR_IMAGE"'
+    assert confs["spark.kubernetes.executor.podTemplateFile"] == "/etc/spark/executor.yaml"
+    assert confs["spark.driver.host"] == '"$POD_IP"', "executors connect back to the driver pod"
+    assert confs["spark.pyspark.python"] == "python3", "the executors' Python: the image's"
+    assert {"spark.kubernetes.authenticate.caCertFile", "spark.kubernetes.authenticate.oauthTokenFile"} <= set(confs)
+    template = yaml.safe_load(one("ConfigMap", "rmq-spark-executor-template", docs=load(
+        VARIANT / "executor-pod-template.yaml"))["data"]["executor.yaml"])
+    names = [x["name"] for x in template["spec"]["containers"]]
+    assert confs["spark.kubernetes.executor.podTemplateContainerName"] in names
+    assert pod_template(patch)["spec"]["serviceAccountName"] == "rmq-spark"
+    assert "spark.redis.auth" not in script and "$REDIS_URL" not in script
 
 
 # ------------------------------------------------------------------ network policy

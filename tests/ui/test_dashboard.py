@@ -13,12 +13,14 @@ import redis
 from tests.builders import registration, topic_config
 from tests.ui.conftest import (
     LAYOUT,
+    MASTERS,
     ORDER_TOPICS,
     TOPICS,
     Worker,
     copy_to_docs,
     expected_summary,
     seed,
+    topics_of,
 )
 
 WAIT_MS = 8_000
@@ -157,6 +159,20 @@ async def test_page_shows_clusters_groups_topics_and_a_route(
     bars = page.locator("#chart svg rect.bar")
     assert await bars.count() == 5  # the masters; broker-e has no master, so no queues
     assert await page.locator('#chart svg rect.bar.skew[data-group="broker-c"]').count() == 1
+    # write queues count writable rows only: broker-d's read-only (R-) queues are not among them
+    writable = {g: sum(c["writeQueueNums"] for c in topics_of(g).values() if c["perm"] & 2) for g in MASTERS}
+    shown_values = await page.eval_on_selector_all(
+        "#chart svg text.val", "els => els.map(e => Number(e.textContent))")
+    assert dict(zip(sorted(MASTERS), shown_values)) == writable
+    assert writable["broker-d"] < sum(c["writeQueueNums"] for c in topics_of("broker-d").values())
+    # one meaning per colour: the skew colour is not the late-heartbeat amber, and the legend says it
+    colours = await page.evaluate("""() => {
+        const css = (sel) => getComputedStyle(document.querySelector(sel)).fill;
+        const late = getComputedStyle(document.documentElement).getPropertyValue('--late').trim();
+        return {skew: css('#chart svg rect.bar.skew'), late: late};
+    }""")
+    assert colours["skew"] not in ("rgb(184, 110, 0)", "rgb(240, 168, 58)"), colours
+    assert "the mean" in await text(page, "#chart-legend")
 
     # search narrows the table
     await page.fill("#topic-search", "Topic-04")

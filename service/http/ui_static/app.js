@@ -78,6 +78,12 @@
   }
 
   // RocketMQ PermName: 4 read, 2 write, 1 inherit
+  // Write queues a producer can use: none on a queue row whose perm lost its W bit (a
+  // wiped broker), whatever its writeQueueNums says. The analytics jobs count the same way.
+  function writeQueues(d) {
+    return (d.perm & 2) ? d.writeQueueNums : 0;
+  }
+
   function perm(p) {
     const r = p & 4 ? "R" : "-";
     const w = p & 2 ? "W" : "-";
@@ -414,7 +420,7 @@
     const rows = document.createDocumentFragment();
     for (const t of shown) {
       const read = t.queueDatas.reduce((n, d) => n + d.readQueueNums, 0);
-      const write = t.queueDatas.reduce((n, d) => n + d.writeQueueNums, 0);
+      const write = t.queueDatas.reduce((n, d) => n + writeQueues(d), 0);
       const list = h("ul", { class: "qlist" });
       for (const d of t.queueDatas) {
         const p = perm(d.perm);
@@ -462,7 +468,7 @@
     const box = $("chart");
     const totals = new Map();
     for (const t of state.summary.topics) {
-      for (const d of t.queueDatas) totals.set(d.brokerName, (totals.get(d.brokerName) || 0) + d.writeQueueNums);
+      for (const d of t.queueDatas) totals.set(d.brokerName, (totals.get(d.brokerName) || 0) + writeQueues(d));
     }
     const names = [...totals.keys()].sort();
     if (names.length === 0) {
@@ -493,8 +499,8 @@
     const mx = labelW + scale(mean);
     svg.append(s("line", { x1: mx, x2: mx, y1: 2, y2: H - 2, class: "mean" }));
     box.replaceChildren(svg);
-    $("chart-caption").textContent = "Write queues per broker group (sum over topics; dashed line: mean " +
-      mean.toFixed(1) + (min > 0 ? ", max/min " + (max / min).toFixed(1) : "") + ")";
+    $("chart-caption").textContent = "Writable write queues per broker group (sum over topics whose perm has W; " +
+      "dashed line: mean " + mean.toFixed(1) + (min > 0 ? ", max/min " + (max / min).toFixed(1) : "") + ")";
   }
 
   // ------------------------------------------------------------------ route panel

@@ -1,0 +1,71 @@
+"""The Spark session of a run: spark-submit's when there is one, else one started here.
+
+spark-submit (and ``PYSPARK_SUBMIT_ARGS``) pass ``--master`` and ``--conf`` to the JVM as
+system properties, which a ``SparkConf`` only sees once the JVM gateway exists. So the
+gateway comes first (``SparkContext._ensure_initialized``: spark-submit's JVM, or one
+pyspark launches), and only then is the conf asked what was set: a master is chosen
+here only when nothing set one, and defaults never replace a value given with ``--conf``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+log = logging.getLogger("service.analytics")
+
+APP_NAME = "rmq-registry-analytics"
+# Spark redacts conf values and data source options whose key matches; its default misses
+# spark.redis.auth and the reader's "auth" option
+REDACT = r"(?i)secret|password|token|access[.]key|auth"
+
+
+def submitted_conf() -> Any:
+    """The JVM's Spark conf: spark-submit's ``--master``/``--conf``, spark-defaults.conf."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # the gateway; a SparkConf made after it reads the JVM's properties
+    return SparkConf()
+
+
+def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool]:
+    """The active session if there is one (tests), else a new one; and whether we made it."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    # spark-submit started the JVM and passes its port; otherwise pyspark launches one here,
+    # as a "pyspark-shell", which turns the console progress bar on whatever the terminal
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    conf = submitted_conf()
+    builder = SparkSession.builder.appName(APP_NAME)
+    if master:
+        builder = builder.master(master)
+    elif not conf.contains("spark.master"):
+        builder = builder.master("local[*]")
+    effective = master or conf.get("spark.master", "local[*]")
+    if (effective.startswith("local") and not os.environ.get("PYSPARK_PYTHON")
+            and not conf.contains("spark.pyspark.python")):
+        # local workers run this interpreter (its redis-py), not whatever python3 is on PATH
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    defaults = {
+        # Spark's own progress bar, on a terminal only (a log file gets the per-stage lines)
+        "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",
+        # the tables are registry-sized (brokers, topic x group rows): 200 shuffle tasks
+        # per join would cost more than the data
+        "spark.sql.shuffle.partitions": "8",
+        "spark.redaction.regex": REDACT,
+        "spark.sql.redaction.options.regex": REDACT,
+    }
+    for key, value in defaults.items():
+        if not conf.contains(key) or (key == "spark.ui.showConsoleProgress" and not under_submit):
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN" if debug else "ERROR")
+    sc = spark.sparkContext
+    log.info("Spark %s, master %s, app %s, UI %s", spark.version, sc.master, sc.applicationId,
+             sc.uiWebUrl or "disabled (spark.ui.enabled=false)")
+    return spark, True
