@@ -135,6 +135,21 @@ def answer_or_close(sock: socket.socket, timeout: float = 10) -> codec.Command |
         buf += chunk
 
 
+def dribble(sock: socket.socket, data: bytes, for_s: float = 8) -> float:
+    """Sends ``data`` two bytes a second (a slowloris sender) until the peer closes or
+    ``for_s`` passes; the time it started."""
+    started = time.monotonic()
+    try:
+        for byte in data:
+            sock.sendall(bytes([byte]))
+            time.sleep(0.5)
+            if time.monotonic() - started > for_s:
+                break
+    except OSError:
+        pass
+    return started
+
+
 def closed_within(sock: socket.socket, seconds: float) -> float | None:
     """How long until the peer closed the socket (reading and dropping anything it sends),
     or None if it was still open after `seconds`."""

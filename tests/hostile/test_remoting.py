@@ -16,7 +16,7 @@ import pytest
 from service.remoting import bodies, codec, codes
 from tests.builders import registration, topic_config
 from tests.hostile.canary import tcp_read_route
-from tests.hostile.conftest import Target, answer_or_close, closed_within, frame
+from tests.hostile.conftest import Target, answer_or_close, closed_within, dribble, frame
 from tests.remoting.client import request
 from tests.remoting.frames import register
 
@@ -144,15 +144,7 @@ def test_an_idle_connection_is_closed(target: Target) -> None:
 def test_a_slowloris_sender_is_closed(target: Target) -> None:
     data = codec.encode(request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nope"}))
     with target.connect() as sock:
-        started = time.monotonic()
-        try:
-            for byte in data:  # two bytes a second
-                sock.sendall(bytes([byte]))
-                time.sleep(0.5)
-                if time.monotonic() - started > 8:
-                    break
-        except OSError:
-            pass
+        started = dribble(sock, data)
         assert closed_within(sock, 1) is not None
     assert time.monotonic() - started < 6
 
