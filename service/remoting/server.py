@@ -256,7 +256,7 @@ class RemotingServer:
         slice_start = loop.time()
         try:
             if self.proxy_protocol:  # the balancer's header names the client: it is the peer from now on
-                peer = await proxy.client_address(reader, peer)
+                peer = conn.peer = await proxy.client_address(reader, peer)
                 channel.peer = peer[0]
             while True:
                 try:
