@@ -202,6 +202,19 @@ local function unstage_topics(topics)
   end
 end
 
+-- Whether a group is under a staged first registration (its row holds 'staging'), read
+-- once per group and script: a page of topics names the same few hundred groups again and
+-- again.
+local staging_of = {}
+local function staging_group(name)
+  local staging = staging_of[name]
+  if staging == nil then
+    staging = redis.call('HEXISTS', K.broker(name), 'staging') == 1
+    staging_of[name] = staging
+  end
+  return staging
+end
+
 -- The topics of `names` a reader may list (a slice of the topic index).
 local function listed(names)
   if not staging_somewhere() or #names == 0 then

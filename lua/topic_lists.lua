@@ -80,11 +80,11 @@ else
     local names = redis.call('SMEMBERS', K.topic(topic))
     table.sort(names)
     local first = names[1]
-    if first and redis.call('HGET', K.broker(first), 'staging') then
+    if first and staging_group(first) then
       -- a staged group's QueueData is not there yet (lua/register_stage.lua): the next one
       first = nil
       for i = 2, #names do
-        if not redis.call('HGET', K.broker(names[i]), 'staging') then
+        if not staging_group(names[i]) then
           first = names[i]
           break
         end

@@ -52,7 +52,7 @@ for i, topic in ipairs(names) do
     local queues = {}
     for _, name in ipairs(brokers) do
       local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
-      if q[1] and not redis.call('HGET', K.broker(name), 'staging') then  -- not a staged group's
+      if q[1] and not staging_group(name) then  -- not a staged group's
         queues[#queues + 1] = {name, q[1], q[2], q[3], q[4]}
       end
     end
