@@ -366,7 +366,9 @@ def main() -> None:
                         "mean_topics_per_master": (pairs - big) / groups}
     print(f"fleet: {groups} groups, {n_topics} topics, {pairs} pairs")
 
-    with redis_server() as rs, workers(rs.url, count=2) as [writer, reader]:
+    # the reader holds every watch at once (a worker's default cap, RMQ_MAX_WATCHES, is 1,000)
+    watch_cap = str(max(1000, 2 * n_watchers))
+    with redis_server() as rs, workers(rs.url, count=2, RMQ_MAX_WATCHES=watch_cap) as [writer, reader]:
         probe = RedisProbe(rs.url)
         wbase = f"http://127.0.0.1:{writer}"
         mem0 = probe.memory()
