@@ -55,6 +55,21 @@ async def test_repeated_reads_are_served_without_running_a_script(client: TestCl
     assert r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0) == before
 
 
+async def test_reads_of_held_answers_past_the_bound_share_one_poll_instead_of_a_read_each(
+        client: TestClient, r: redis.Redis) -> None:
+    topics = [f"T{i}" for i in range(200)]
+    await register(client, registration(topics={t: topic_config(t) for t in topics}))
+    for t in topics:
+        await route(client, t)
+    cache = client.app[CACHE]
+    await cache.poll_once()
+    cache.confirmed_at -= 10 * BOUND_S  # as when the event loop fell behind the poller
+    before = r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    answers = await asyncio.gather(*(route(client, t) for t in topics))
+    assert all(a is not None and a["queueDatas"] for a in answers)
+    assert r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0) - before <= 2  # a poll, not 200 reads
+
+
 async def test_cached_answers_are_not_served_past_the_bound_when_redis_is_gone(make_client, redis_server) -> None:
     client = await make_client()
     await register(client, registration())

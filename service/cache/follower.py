@@ -36,6 +36,7 @@ class Follower:
         self.ahead: dict[int, bytes] = {}
         self.confirmed_at = float("-inf")  # when a poll that found everything applied was sent
         self.unreachable = False  # the last poll failed: Redis is down or not answering
+        self._polling: asyncio.Future[None] | None = None  # the poll under way, shared
 
     def _evict(self, change: Change) -> None:
         raise NotImplementedError
@@ -66,6 +67,16 @@ class Follower:
         self.seq, self.anchor = version, anchor
         self.ahead.clear()
 
+
+    def confirm(self) -> asyncio.Future[None]:
+        """A poll, shared by everyone who asks while it is under way. Readers that hold an
+        answer only past the bound wait for it rather than each reading Redis: when the
+        event loop falls behind (a burst of connections, a big registration being decoded)
+        the whole cache goes past the bound at once, and thousands of reads would otherwise
+        go to Redis together, queue for its connections and time out."""
+        if self._polling is None or self._polling.done():
+            self._polling = asyncio.ensure_future(self.poll_once())
+        return asyncio.shield(self._polling)
 
     async def poll_once(self) -> None:
         sent = time.monotonic()
@@ -102,7 +113,7 @@ class Follower:
     async def run_poller(self) -> None:
         while True:
             try:
-                await self.poll_once()
+                await self.confirm()
                 self.unreachable = False
             except StoreUnavailable:
                 self.unreachable = True  # answers age out by the bound; readers get 503 from Redis itself

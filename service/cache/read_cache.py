@@ -91,6 +91,11 @@ class ReadCache(Budget, Watches, Follower):
         answer = self.lookup_route(kind, topic)
         if answer is not None:
             return answer
+        if not self.fresh() and ((kind, topic) in self.routes or (kind, topic) in self.negatives):
+            await self.confirm()  # held but past the bound: one shared poll, not a read each
+            answer = self.lookup_route(kind, topic)
+            if answer is not None:
+                return answer
         self.stats.misses += 1
         stamp = self.tick
         answer = await fetch()
@@ -104,6 +109,9 @@ class ReadCache(Budget, Watches, Follower):
     async def get(self, key: Hashable, fetch: Fetch, scope: str = ANY) -> Answer:
         """A whole-table answer (cluster info, topic lists, summaries) under `scope`."""
         held = self.scoped.get(key)
+        if held is not None and not self.fresh():
+            await self.confirm()
+            held = self.scoped.get(key)
         if held is not None and self.fresh():
             self.stats.hits += 1
             return held[1]

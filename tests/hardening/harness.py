@@ -122,4 +122,9 @@ class Worker:
 
     def cleanup(self) -> None:
         self.stop()
+        # pytest shows a fixture's teardown output when the test failed: a worker's own
+        # account of an error (a traceback behind a 500) is the first thing to read then
+        text = self.log(tail=20000)
+        if "Traceback" in text or "ERROR" in text:
+            print(f"--- log of the worker on {self.url} ---\n{text}")
         self.log_path.unlink(missing_ok=True)
