@@ -89,10 +89,26 @@ def outcome_text(e: StoreUnavailable) -> str:
     return "the route store is unavailable; nothing was changed, retry"
 
 
+def transport_closed(exc: BaseException) -> bool:
+    """A write on a connection Redis has just closed (a restart): uvloop refuses it with a
+    RuntimeError ('unable to perform operation on <TCPTransport closed=True ...>; the handler
+    is closed') where asyncio's own loop raises an OSError, and redis-py lets it through."""
+    return isinstance(exc, RuntimeError) and "the handler is closed" in str(exc)
+
+
+# What a lost or refused Redis connection comes as: the store is unavailable, no bug.
+REDIS_FAILURES = (RedisError, RedisClusterException, OSError, asyncio.TimeoutError, RuntimeError)
+
+
+def redis_failure(exc: BaseException) -> bool:
+    return isinstance(exc, REDIS_FAILURES) and (not isinstance(exc, RuntimeError) or transport_closed(exc))
+
+
 def _may_have_run(exc: BaseException) -> bool:
     """Whether a command that failed this way may have reached Redis: a timeout, or a
-    connection lost after it was set up (one that could not be made sent nothing)."""
-    if isinstance(exc, (asyncio.TimeoutError, RedisTimeoutError)):
+    connection lost after it was set up (one that could not be made sent nothing). A
+    closed transport may come from the retry of a command the first connection sent."""
+    if isinstance(exc, (asyncio.TimeoutError, RedisTimeoutError)) or transport_closed(exc):
         return True
     return isinstance(exc, RedisConnectionError) and "connecting to" not in str(exc)
 
@@ -251,7 +267,9 @@ class Store:
                 async with _timeout(self.timeout):
                     return await coro
             return await asyncio.wait_for(coro, self.timeout)
-        except (RedisError, RedisClusterException, OSError, asyncio.TimeoutError) as exc:
+        except REDIS_FAILURES as exc:
+            if not redis_failure(exc):
+                raise  # a RuntimeError of our own: a bug, not an outage
             cause = refusal_cause(exc)
             if cause is not None:
                 self.errors += 1

@@ -11,6 +11,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from service.config import Settings
+from service.store import OutcomeUnknown, Store, StoreUnavailable
 from tests.builders import registration
 from tests.calls import register, route
 from tests.redis_server import RedisServer
@@ -91,3 +92,23 @@ async def test_flushed_script_cache_is_reloaded_on_demand(client: TestClient, r:
     r.script_flush()
     await register(client, registration(topics=["T2"]))
     assert await route(client, "T2") is not None
+
+
+async def _raises(exc: BaseException) -> None:
+    raise exc
+
+
+CLOSED = "unable to perform operation on <TCPTransport closed=True reading=False 0x0>; the handler is closed"
+
+
+async def test_a_write_on_a_connection_redis_closed_is_an_outage_not_a_bug(settings) -> None:
+    # uvloop's words when a connection Redis closed (a restart) is written to: redis-py
+    # lets them through; a change sent that way may have gone out on an earlier try
+    store = Store(settings)
+    with pytest.raises(OutcomeUnknown):
+        await store.call(_raises(RuntimeError(CLOSED)), writes=True)
+    with pytest.raises(StoreUnavailable):
+        await store.call(_raises(RuntimeError(CLOSED)))
+    with pytest.raises(RuntimeError, match="no running event loop"):  # any other RuntimeError is a bug: a 500
+        await store.call(_raises(RuntimeError("no running event loop")))
+    await store.close()

@@ -12,11 +12,10 @@ import logging
 import time
 from typing import Any
 
-from redis.exceptions import RedisError
 
 from service import changes
 from service.changes import Change
-from service.store import Store, StoreUnavailable
+from service.store import REDIS_FAILURES, Store, StoreUnavailable, redis_failure
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +139,14 @@ class Follower:
                         self._message(message["data"])
             except asyncio.CancelledError:
                 raise
-            except (RedisError, StoreUnavailable, OSError, ValueError) as exc:
+            except (*REDIS_FAILURES, StoreUnavailable, ValueError) as exc:
+                if isinstance(exc, RuntimeError) and not redis_failure(exc):
+                    raise
                 log.debug("change channel lost (%s); resubscribing", exc)
             finally:
                 try:
                     await asyncio.wait_for(pubsub.aclose(), 1)
-                except (RedisError, OSError, asyncio.TimeoutError):
-                    pass
+                except REDIS_FAILURES as exc:
+                    if not redis_failure(exc):
+                        raise
             await asyncio.sleep(min(self.poll, 0.5))

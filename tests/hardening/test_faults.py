@@ -191,6 +191,25 @@ async def test_redis_sigkilled_with_aof_always_recovers_consistent_acknowledged_
     env.assert_workers_alive()
 
 
+async def test_redis_restarted_again_and_again_under_load_never_gets_a_500(aof_env: Env) -> None:
+    # a connection Redis closes as it goes down may be written to once more: the worker
+    # must answer that as an outage (503), never as a bug of its own (500)
+    env = aof_env
+    runs = [Running(Load(env.urls, seed=seed, groups=20, readers=6)) for seed in (5, 6)]
+    for _ in range(15):
+        await asyncio.sleep(0.4)
+        await asyncio.to_thread(env.server.stop)
+        await asyncio.sleep(0.1)
+        await asyncio.to_thread(env.server.start)
+    await asyncio.sleep(1.0)
+    for run in runs:
+        await run.finish()
+        assert_answers(run.load)
+        assert run.load.statuses().get(503, 0) > 0  # the outages were met
+    env.check_tables()
+    env.assert_workers_alive()
+
+
 async def test_redis_paused_longer_than_the_timeout(env: Env, running: Running) -> None:
     await asyncio.sleep(1.5)
     admin = env.client()
