@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -199,18 +200,25 @@ async def watchers_woken(reader: int, writer: int, watched: list[str], member: d
         for i in range(0, len(watched), 200):
             etags += await asyncio.gather(*(etag(t) for t in watched[i:i + 200]))
         woken: list[str] = []
+        ended: Counter[str] = Counter()  # how the watches that ended before the changes ended
 
         async def watch(topic: str, tag: str) -> None:
-            async with session.get(f"{base}/v1/routes/{topic}?watch={tag}&timeout=120s") as resp:
-                await resp.read()
-                if resp.status == 200:
-                    woken.append(topic)
+            try:
+                async with session.get(f"{base}/v1/routes/{topic}?watch={tag}&timeout=120s") as resp:
+                    body = await resp.read()
+                    if resp.status == 200:
+                        woken.append(topic)
+                    error = json.loads(body).get("error", "") if resp.status >= 400 else ""
+                    ended[f"{resp.status} {error}".strip()] += 1
+            except aiohttp.ClientError as e:
+                ended[type(e).__name__] += 1
 
         tasks = [asyncio.create_task(watch(t, e)) for t, e in zip(watched, etags)]
         deadline = time.monotonic() + 60
         while metrics(reader).get("rmq_cache_watchers", 0) < len(watched) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         waiting = metrics(reader).get("rmq_cache_watchers", 0)
+        ended_early = dict(ended)
         await asyncio.to_thread(post_json, f"http://127.0.0.1:{writer}/v1/brokers/register", changing_body(10_000_000))
         await asyncio.sleep(2)
         one_topic = len(woken)
@@ -220,7 +228,8 @@ async def watchers_woken(reader: int, writer: int, watched: list[str], member: d
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return {"watchers": len(watched), "waiting": waiting, "woken_by_one_topic_change": one_topic,
+    return {"watchers": len(watched), "waiting": waiting, "ended_before_the_changes": ended_early,
+            "woken_by_one_topic_change": one_topic,
             "woken_by_membership_change": membership, "watched_topics_of_that_group": len(group_topics & set(watched))}
 
 
