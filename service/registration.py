@@ -17,14 +17,8 @@ route reads meanwhile (``off_loop``).
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
-import logging
-import os
 import sys
-import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, TypeVar
 
 # Registrations with fewer topics go in full: the script's comparison costs little there.
@@ -39,25 +33,7 @@ OFF_LOOP_MIN = 2_000
 # it (Python's default is 5 ms; a route read takes the GIL several times on its way).
 OFF_LOOP_SWITCH_S = 0.0005
 
-# How much nicer than the loop the thread working on big tables runs: on a busy core the kernel runs the
-# event loop (route reads) and redis-server first, and that thread in the time left.
-OFF_LOOP_NICE = 10
-
 T = TypeVar("T")
-log = logging.getLogger(__name__)
-
-
-def _lower_priority() -> None:
-    """The off-loop thread's initializer (Linux: a thread has its own nice value)."""
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + OFF_LOOP_NICE))
-    except (AttributeError, OSError) as e:  # not Linux, or not allowed: the same priority as the loop
-        log.debug("off-loop thread keeps its priority: %s", e)
-
-
-# One thread: big tables are worked on one at a time (a second would only hold the GIL longer).
-_OFF_LOOP = ThreadPoolExecutor(max_workers=1, thread_name_prefix="big-tables", initializer=_lower_priority)
 
 
 def body_weight(nbytes: int) -> int:
@@ -67,16 +43,14 @@ def body_weight(nbytes: int) -> int:
 
 
 async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in the big-tables thread when `size` (topic configs) is large, else
-    here. The GIL still runs one thread at a time, but is handed back every
-    OFF_LOOP_SWITCH_S (the worker's switch interval is set to it), so the loop's reads wait
-    that long instead of the whole job; and the thread runs at a lower priority
-    (OFF_LOOP_NICE), so that the loop gets the core first when it has reads to answer."""
+    """``fn(*args)`` in a thread when `size` (topic configs) is large, else here. The GIL
+    still runs one thread at a time, but is handed back every OFF_LOOP_SWITCH_S (the
+    worker's switch interval is set to it), so the loop's reads wait that long instead of
+    the whole job."""
     if size >= OFF_LOOP_MIN:
         if sys.getswitchinterval() > OFF_LOOP_SWITCH_S:
             sys.setswitchinterval(OFF_LOOP_SWITCH_S)
-        call = functools.partial(contextvars.copy_context().run, fn, *args)  # as asyncio.to_thread
-        return await asyncio.get_running_loop().run_in_executor(_OFF_LOOP, call)
+        return await asyncio.to_thread(fn, *args)
     return fn(*args)
 
 
