@@ -19,11 +19,6 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-# Frames above this size go to the stream (the server's frame budget counts them there).
-MAX_FRAME = 64 * 1024
-# Past this much unsent answer data, frames go to the stream, which waits for the client.
-MAX_UNSENT = 1 << 20
-
 # payload (a frame without its length field) -> the whole answer frame, or None
 Answerer = Callable[[bytes], "bytes | None"]
 
@@ -32,9 +27,13 @@ class RouteReads(asyncio.StreamReaderProtocol):
     """A StreamReaderProtocol that answers what ``answer`` can before feeding its reader."""
 
     def __init__(self, reader: asyncio.StreamReader, connected: Callable[..., object],
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop, max_frame: int, max_unsent: int) -> None:
         super().__init__(reader, connected, loop=loop)
         self._reader = reader
+        # larger frames go to the stream (the server's frame budget counts them there); past
+        # `max_unsent` bytes of answers not yet sent, all go there (it waits for the client)
+        self.max_frame = max_frame
+        self.max_unsent = max_unsent
         self._out: asyncio.WriteTransport | None = None
         # set by the connection once its frames may be answered here (after a PROXY header)
         self.answer: Answerer | None = None
@@ -47,14 +46,14 @@ class RouteReads(asyncio.StreamReaderProtocol):
         answer, out = self.answer, self._out
         # `_buffer` is the reader's unread bytes (no public way to ask): without it, no shortcut
         if answer is None or out is None or getattr(self._reader, "_buffer", b"?") \
-                or out.get_write_buffer_size() > MAX_UNSENT:
+                or out.get_write_buffer_size() > self.max_unsent:
             super().data_received(data)
             return
         answers: list[bytes] = []
         at, end = 0, len(data)
         while end - at >= 8:
             length = int.from_bytes(data[at:at + 4], "big")
-            if length < 4 or length > MAX_FRAME or at + 4 + length > end:
+            if length < 4 or length > self.max_frame or at + 4 + length > end:
                 break
             frame = answer(data[at + 4:at + 4 + length])
             if frame is None:

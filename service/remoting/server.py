@@ -3,7 +3,9 @@
 Each connection reads frames in a loop and runs each request as its own task (at most
 ``max_in_flight`` at once per connection, then reading pauses; at most ``max_running``
 handlers at once over the server), so a client may pipeline
-requests and receive answers in any order, as with RocketMQ's Netty server. A request's
+requests and receive answers in any order, as with RocketMQ's Netty server. Route reads
+the cache answers are answered as their bytes arrive, by the connection's protocol, before
+the stream sees them (service/remoting/route_reads.py). A request's
 failure is answered (SYSTEM_ERROR) and the connection goes on; a frame that cannot be
 decoded, or is above the 16 MiB limit, closes that connection only, as NettyDecoder does.
 
@@ -210,7 +212,7 @@ class RemotingServer:
         loop = asyncio.get_running_loop()
         # asyncio.start_server's protocol, answering cached route reads as they arrive
         self.server = await loop.create_server(
-            lambda: RouteReads(asyncio.StreamReader(loop=loop), self._connection, loop),
+            lambda: RouteReads(asyncio.StreamReader(loop=loop), self._connection, loop, SMALL_FRAME, WRITE_BUFFER_LIMIT),
             self.host, self.port, reuse_address=True)
         self._bound = self.ctx.listen_port = self.server.sockets[0].getsockname()[1]
         self._sweeper = asyncio.create_task(self._sweep())
