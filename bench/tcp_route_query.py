@@ -360,7 +360,7 @@ def main() -> None:
     ]
     if any(name.endswith(" http") for name in runs):  # Java: its TCP figures, the same in each row
         summary += [
-            *ratio_rows("HTTP route (cached) per server CPU-second (Java: TCP)",
+            *ratio_rows("HTTP route (cached) per server CPU-second (Java over TCP)",
                         samples("rps_per_server_cpu_s", front="http"), "req/s"),
             *ratio_rows("HTTP route (cached) throughput", {k: v for k, v in samples("rps", front="http").items()
                                                            if k != "java"}, "req/s", ratios=False),
