@@ -13,7 +13,11 @@ headers, language JAVA, version 479 (>= 401: routes in standard JSON), as a 5.x 
 sends them. Reports per target requests/s, p50/p99 latency (request written to answer read,
 in the loader), errors (answers other than SUCCESS), and requests per CPU-second of the
 server (/proc/<pid>/stat: the registry's worker and redis-server together, or the JVM),
-with the range over rounds and each registry's ratio to Java round by round.
+with the range over rounds and each registry's ratio to Java round by round. After each
+registry's TCP run, the same route is read over its HTTP API (`<name> http`: wrk, one
+thread, `--connections`, on the loader core; the worker answers from its cache), its
+requests per server CPU-second set against Java's TCP figure of the same round
+(`--no-http` leaves it out).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import broker_requests as br  # noqa: E402
 from bench import cores as pinning  # noqa: E402
 from bench import tcp_targets  # noqa: E402
-from bench.common import ROOT, http, machine_info, parser, pct, write_result  # noqa: E402
+from bench.common import ROOT, have_wrk, http, machine_info, parser, pct, write_result, wrk  # noqa: E402
 from bench.route_query import TOPIC  # noqa: E402
 from bench.spread import ratio_rows, spread  # noqa: E402
 
@@ -223,6 +227,21 @@ def load(port: int, loaders: int, connections: int, depth: int, warmup: float, s
     }
 
 
+def http_load(target: tcp_targets.Registry, seconds: float, connections: int) -> dict[str, Any]:
+    """The same route over the registry's HTTP API (GET /v1/routes/{topic}, cached): wrk,
+    one thread, on the loader core (this process's pinning), and the server's CPU meanwhile."""
+    url = f"http://127.0.0.1:{target.http_ports[0]}/v1/routes/{TOPIC}"
+    cpu, wall = tcp_targets.cpu_seconds(target), time.perf_counter()
+    result = wrk(url, seconds, connections)
+    cpu, wall = tcp_targets.cpu_seconds(target) - cpu, time.perf_counter() - wall
+    return {
+        "requests": result["requests"], "errors": sum(result["errors"].values()), "rps": result["rps"],
+        "p50_us": result["latency_us"]["p50"], "p99_us": result["latency_us"]["p99"],
+        "server_cpu_s": round(cpu, 3), "server_cpu_share": round(cpu / wall, 3),
+        "rps_per_server_cpu_s": result["requests"] / max(cpu, 1e-9),
+    }
+
+
 class Seeded:
     """The seed brokers' connections to one target: open for the whole run, as brokers keep them."""
 
@@ -276,6 +295,8 @@ def main() -> None:
     p.add_argument("--connections", type=int, help="TCP connections in all (default 64, quick 8)")
     p.add_argument("--depth", type=int, default=8, help="requests in flight per connection (default 8)")
     p.add_argument("--loaders", type=int, default=1, help="load generator processes (default 1)")
+    p.add_argument("--no-http", dest="http", action="store_false",
+                   help="leave out the registry's HTTP reads of the same route (wrk, after each TCP run)")
     args = p.parse_args()
     seconds = args.seconds or (1 if args.quick else 5)
     rounds = args.rounds or (1 if args.quick else 5)
@@ -299,10 +320,14 @@ def main() -> None:
                     if r < 0:
                         print(f"warm-up round, {target.name}: {result['rps']:.0f} req/s")
                         continue
-                    runs.setdefault(target.name, []).append(result)
-                    print(f"round {r + 1}, {target.name}: {result['rps']:.0f} req/s, p50 {result['p50_us']:.0f} us, "
-                          f"p99 {result['p99_us']:.0f} us, errors {result['errors']}, server CPU "
-                          f"{result['server_cpu_share']:.2f} core, {result['rps_per_server_cpu_s']:.0f} per CPU-s")
+                    results = {target.name: result}
+                    if isinstance(target, tcp_targets.Registry) and args.http and have_wrk():
+                        results[f"{target.name} http"] = http_load(target, seconds, connections)
+                    for name, result in results.items():
+                        runs.setdefault(name, []).append(result)
+                        print(f"round {r + 1}, {name}: {result['rps']:.0f} req/s, p50 {result['p50_us']:.0f} us, "
+                              f"p99 {result['p99_us']:.0f} us, errors {result['errors']}, server CPU "
+                              f"{result['server_cpu_share']:.2f} core, {result['rps_per_server_cpu_s']:.0f} per CPU-s")
         finally:
             for s in seeded.values():
                 s.close()
@@ -316,8 +341,15 @@ def main() -> None:
         "rps_per_server_cpu_s": spread([x["rps_per_server_cpu_s"] for x in rs]),
     } for name, rs in runs.items()}
 
-    def samples(key: str, scale: float = 1) -> dict[str, list[float]]:
-        return {name: [x[key] * scale for x in rs] for name, rs in runs.items()}
+    def samples(key: str, scale: float = 1, front: str = "tcp") -> dict[str, list[float]]:
+        """By target: its TCP runs, or (front "http") each registry's HTTP runs next to Java's TCP ones."""
+        out = {}
+        for name, rs in runs.items():
+            is_http = name.endswith(" http")
+            if (front == "tcp" and not is_http) or (front == "http" and (is_http or name == "java")):
+                out[name.removesuffix(" http") if front == "http" and name != "java" else name] = \
+                    [x[key] * scale for x in rs]
+        return out
 
     summary = [
         *ratio_rows("TCP route (105) per server CPU-second", samples("rps_per_server_cpu_s"), "req/s"),
@@ -326,6 +358,13 @@ def main() -> None:
         *ratio_rows("TCP route (105) p99 latency", samples("p99_us", 1e-3), "ms", ratios=False),
         *ratio_rows("TCP route (105) server CPU", samples("server_cpu_share"), "cores", ratios=False),
     ]
+    if any(name.endswith(" http") for name in runs):  # Java: its TCP figures, the same in each row
+        summary += [
+            *ratio_rows("HTTP route (cached) per server CPU-second (Java over TCP)",
+                        samples("rps_per_server_cpu_s", front="http"), "req/s"),
+            *ratio_rows("HTTP route (cached) throughput", {k: v for k, v in samples("rps", front="http").items()
+                                                           if k != "java"}, "req/s", ratios=False),
+        ]
     write_result(args.out, "tcp_route_query", {
         "seconds": seconds, "rounds": rounds, "warmup_seconds": warmup, "warmup_rounds": warmup_rounds, "connections": connections,
         "depth": args.depth, "loaders": args.loaders, "targets": described, "cores": cores.describe(),

@@ -16,6 +16,7 @@ from service.models import (
     UnregisterRequest,
 )
 from service import registration
+from service.shared_reads import SharedReads
 from service.store import Store
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class Registry:
         # registrations by how they went: 'diff' (only what differs from a copy), 'stale' (a
         # copy found out of date), 'staged' (a new group's, in slices), 'full' (for /metrics)
         self.register_paths: Counter[str] = Counter()
+        self.route_reads: SharedReads[Route] = SharedReads()
 
     async def _change(self, script: str, args: Sequence[str | int | bytes]) -> list[Any]:
         result = await self.store.run(script, args)
@@ -225,6 +227,11 @@ class Registry:
 
     # ------------------------------------------------------------------ client-facing
     async def route(self, topic: str) -> Route:
+        """The topic's route as route.lua reads it; concurrent reads of one topic share a
+        call sent after they all began (service/shared_reads.py)."""
+        return await self.route_reads.read(topic, lambda: self._route(topic))
+
+    async def _route(self, topic: str) -> Route:
         order = "1" if self.settings.order_message_enable else "0"
         version, body, names = await self.store.run("route", [topic, order])
         return Route(int(version), bytes(body) if body else None, [_s(n) for n in names])

@@ -118,6 +118,7 @@ def test_tcp_reads_during_registration_bench_runs(tmp_path: Path) -> None:
     assert set(runs) == {"registry same worker", "registry other worker"}
     for seat in runs.values():
         assert seat[0]["errors"] == 0 and len(seat[0]["register_ms"]) == 4
+        assert seat[0]["cache_hits"] > 0 and seat[0]["cache_misses"] is not None  # the reader's worker's counts
 
 
 def test_a_java_home_without_jars_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -207,9 +207,7 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
 
     watch = request.query.get("watch") if request.query_string else None
     if watch is None:
-        if "stale" in request.query:
-            return stale_response(request, *await cache.read_route("http", topic, fetch, stale_max_ms(request)))
-        return answer_response(request, await cache.route("http", topic, fetch))
+        return stale_response(request, *await cache.read_route("http", topic, fetch, stale_max_ms(request)))
     # long poll: answer as soon as the route differs from the one the client has
     watched = '"' + watch.strip().strip('"') + '"'
     timeout = parse_duration(request.query.get("timeout", "30s"), node(request).settings.watch_max_ms)
@@ -260,8 +258,9 @@ def stale_max_ms(request: web.Request) -> int | None:
 
 
 def stale_response(request: web.Request, answer: Answer, age_ms: int | None) -> web.Response:
-    """The answer; a stale one with its age in X-Registry-Age-Ms (how long ago the worker
-    last confirmed its cache)."""
+    """The answer of ReadCache.read_route / read_scoped (the one read path of both fronts);
+    a stale one with its age in X-Registry-Age-Ms (how long ago the worker last confirmed
+    its cache)."""
     response = answer_response(request, answer)
     if age_ms is not None:
         response.headers["X-Registry-Age-Ms"] = str(age_ms)
@@ -270,10 +269,7 @@ def stale_response(request: web.Request, answer: Answer, age_ms: int | None) -> 
 
 async def scoped_read(request: web.Request, key: tuple[str, ...], fetch: Callable[[], Awaitable[Answer]],
                       scope: str = ANY) -> web.Response:
-    cache = node(request).cache
-    if request.query_string and "stale" in request.query:
-        return stale_response(request, *await cache.read_scoped(key, fetch, scope, stale_max_ms(request)))
-    return answer_response(request, await cache.get(key, fetch, scope=scope))
+    return stale_response(request, *await node(request).cache.read_scoped(key, fetch, scope, stale_max_ms(request)))
 
 
 async def get_cluster(request: web.Request) -> web.Response:

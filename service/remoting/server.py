@@ -3,7 +3,9 @@
 Each connection reads frames in a loop and runs each request as its own task (at most
 ``max_in_flight`` at once per connection, then reading pauses; at most ``max_running``
 handlers at once over the server), so a client may pipeline
-requests and receive answers in any order, as with RocketMQ's Netty server. A request's
+requests and receive answers in any order, as with RocketMQ's Netty server. Route reads
+the cache answers are answered as their bytes arrive, by the connection's protocol, before
+the stream sees them (service/remoting/route_reads.py). A request's
 failure is answered (SYSTEM_ERROR) and the connection goes on; a frame that cannot be
 decoded, or is above the 16 MiB limit, closes that connection only, as NettyDecoder does.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import itertools
 import socket
@@ -40,6 +43,7 @@ from prometheus_client.registry import Collector
 
 from service.remoting import codec, codes, proxy
 from service.remoting.handlers import CHANNEL, SMALL_BODY, Channel, Context, dispatch
+from service.remoting.route_reads import RouteReads
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +129,10 @@ class ByteBudget:
 
 
 class Connection:
-    """What the server tracks of one open connection for its limits."""
+    """What the server tracks of one open connection for its limits, and the cached
+    answers waiting to be written."""
 
-    __slots__ = ("peer", "writer", "last", "frame_started", "in_flight", "closing")
+    __slots__ = ("peer", "writer", "last", "frame_started", "in_flight", "closing", "batch", "batched", "loop")
 
     def __init__(self, peer: object, writer: asyncio.StreamWriter, now: float) -> None:
         self.peer = peer
@@ -136,6 +141,25 @@ class Connection:
         self.frame_started: float | None = None  # when the current frame's length field came
         self.in_flight: set[asyncio.Task[None]] = set()
         self.closing: str | None = None  # why the server is closing it
+        self.batch: list[bytes] = []
+        self.batched = 0  # bytes in `batch`
+        self.loop = asyncio.get_running_loop()
+
+    def send_soon(self, frame: bytes) -> None:
+        """Queues an answer frame. The answers to the frames read in one go (a client's
+        pipelined requests) leave together, in one write when the loop next runs: one
+        system call for the lot instead of one each."""
+        if not self.batch:
+            self.loop.call_soon(self.flush)
+        self.batch.append(frame)
+        self.batched += len(frame)
+
+    def flush(self) -> None:
+        if self.batch:
+            if not self.writer.is_closing():
+                self.writer.write(b"".join(self.batch) if len(self.batch) > 1 else self.batch[0])
+            self.batch.clear()
+            self.batched = 0
 
     def close(self, reason: str) -> None:
         if self.closing is None:
@@ -185,7 +209,11 @@ class RemotingServer:
         return self._bound
 
     async def start(self) -> None:
-        self.server = await asyncio.start_server(self._connection, self.host, self.port, reuse_address=True)
+        loop = asyncio.get_running_loop()
+        # asyncio.start_server's protocol, answering cached route reads as they arrive
+        self.server = await loop.create_server(
+            lambda: RouteReads(asyncio.StreamReader(loop=loop), self._connection, loop, SMALL_FRAME, WRITE_BUFFER_LIMIT),
+            self.host, self.port, reuse_address=True)
         self._bound = self.ctx.listen_port = self.server.sockets[0].getsockname()[1]
         self._sweeper = asyncio.create_task(self._sweep())
         log.info("RocketMQ remoting endpoint on %s:%d", self.host, self.bound_port)
@@ -258,6 +286,9 @@ class RemotingServer:
             if self.proxy_protocol:  # the balancer's header names the client: it is the peer from now on
                 peer = conn.peer = await proxy.client_address(reader, peer)
                 channel.peer = peer[0]
+            protocol = writer.transport.get_protocol()
+            if self.open_reads and isinstance(protocol, RouteReads):
+                protocol.answer = functools.partial(self._answer_cached, conn)
             while True:
                 try:
                     prefix = await reader.readexactly(4)
@@ -292,9 +323,10 @@ class RemotingServer:
                     frame = self._cached_route(cmd)
                     if frame is not None:
                         self.budget.release(reserved)
-                        writer.write(frame)
+                        conn.send_soon(frame)
                         self.counts[(codes.GET_ROUTEINFO_BY_TOPIC, codes.SUCCESS)] += 1
-                        if writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+                        if conn.batched + writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+                            conn.flush()
                             await writer.drain()
                         elif now - slice_start > SLICE_S:
                             await asyncio.sleep(0)  # pipelined frames: let others run too
@@ -326,6 +358,7 @@ class RemotingServer:
         finally:
             if conn.closing is not None:
                 self.closed[conn.closing] += 1
+            conn.flush()  # the answers to the last frames read
             for t in in_flight:
                 t.cancel()
             if closed_by_peer and channel.brokers:
@@ -347,6 +380,21 @@ class RemotingServer:
                     log.info("broker %s removed: its connection %s closed", addr, channel.id)
             except Exception as e:  # the TTL and the scanner still remove it in time
                 log.warning("could not act on the close of %s for %s: %s", channel.id, addr, e)
+
+    def _answer_cached(self, conn: Connection, payload: bytes) -> bytes | None:
+        """RouteReads' answerer: the answer frame to a cached route read, or None (the
+        frame then takes the stream's path, which also refuses what cannot be decoded)."""
+        try:
+            cmd = codec.decode_payload(payload)
+        except codec.FrameError:
+            return None
+        if cmd.code != codes.GET_ROUTEINFO_BY_TOPIC or cmd.flag & (codec.FLAG_RESPONSE | codec.FLAG_ONEWAY):
+            return None
+        frame = self._cached_route(cmd)
+        if frame is not None:
+            conn.last = conn.loop.time()
+            self.counts[(codes.GET_ROUTEINFO_BY_TOPIC, codes.SUCCESS)] += 1
+        return frame
 
     def _cached_route(self, cmd: codec.Command) -> bytes | None:
         """The whole answer frame to a route request the cache can answer as it is (as
