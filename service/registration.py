@@ -71,6 +71,8 @@ def flat(fps: Mapping[str, str]) -> list[str]:
 
 def diff(copy: Mapping[str, str], fps: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """The configs differing from the copy (new or changed), and the copy's topics absent."""
+    if copy == fps:  # a C loop: a new dataVersion with the same topics, a staging just made
+        return {}, []
     changed = {t: fp for t, fp in fps.items() if copy.get(t) != fp}
     absent = [t for t in copy if t not in fps] if len(copy) + len(changed) > len(fps) else []
     return changed, absent
