@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import OrderedDict
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 # Registrations with fewer topics go in full: the script's comparison costs little there.
 COPY_MIN_TOPICS = 512
@@ -89,6 +89,25 @@ def after(copy: Mapping[str, str], changed: Mapping[str, str], absent: list[str]
         for topic in absent:
             out.pop(topic, None)
     return out
+
+
+class Plan(NamedTuple):
+    """What a worker holding a copy sends register.lua, and the copy it holds after, both
+    ways the script may take (it rewrites what differs on a new dataVersion, else adds new
+    topics only): worked out in one go, so a big table costs one trip to a thread."""
+
+    changed: dict[str, str]
+    absent: list[str]
+    if_rewritten: dict[str, str]
+    if_not: dict[str, str]
+
+
+def plan(copy: dict[str, str], fps: Mapping[str, str], delete_absent: bool) -> Plan:
+    changed, absent = diff(copy, fps)
+    if not changed and not (absent and delete_absent):
+        return Plan(changed, absent, copy, copy)  # the copy stays what is stored
+    return Plan(changed, absent, after(copy, changed, absent, True, delete_absent),
+                after(copy, changed, absent, False, delete_absent))
 
 
 class Copies:

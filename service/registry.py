@@ -130,13 +130,12 @@ class Registry:
             if copy is None:
                 break
             generation, held = copy
-            changed, absent = await registration.off_loop(size, registration.diff, held, fps)
-            args = head + [orjson.dumps(registration.flat(changed)), *tail, "diff", generation, orjson.dumps(absent)]
+            plan = await registration.off_loop(size, registration.plan, held, fps, delete_absent)
+            args = head + [orjson.dumps(registration.flat(plan.changed)), *tail, "diff", generation,
+                           orjson.dumps(plan.absent)]
             result = await self._change("register", args)
             if _s(result[6]) == "ok":
-                rewritten = bool(int(result[8]))
-                fresh = held if not changed and not (absent and rewritten and delete_absent) else \
-                    await registration.off_loop(size, registration.after, held, changed, absent, rewritten, delete_absent)
+                fresh = plan.if_rewritten if int(result[8]) else plan.if_not
                 self.copies.put(name, _s(result[7]), fresh)
                 self.register_paths["diff"] += 1
                 return self._answer(*result[2:6])
