@@ -17,6 +17,7 @@ route reads meanwhile (``off_loop``).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sys
 from collections import OrderedDict
 from typing import Any, Callable, Mapping, NamedTuple, TypeVar
@@ -52,6 +53,16 @@ async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
             sys.setswitchinterval(OFF_LOOP_SWITCH_S)
         return await asyncio.to_thread(fn, *args)
     return fn(*args)
+
+
+def body_digest(*parts: bytes) -> str:
+    """What finds a registration's body again (register_unchanged.lua): SHA-256 of the
+    parts, cut to 128 bits. SHA-256 rather than BLAKE2: CPUs with SHA extensions hash a
+    10,000-topic body (1.5 MB) in under half the time."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part)
+    return h.hexdigest()[:32]
 
 
 def fingerprints(table: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
