@@ -85,7 +85,9 @@ def diff(copy: Mapping[str, str], fps: Mapping[str, str]) -> tuple[dict[str, str
     if copy == fps:  # a C loop: a new dataVersion with the same topics, a staging just made
         return {}, []
     changed = {t: fp for t, fp in fps.items() if copy.get(t) != fp}
-    absent = [t for t in copy if t not in fps] if len(copy) + len(changed) > len(fps) else []
+    # the copy's topics in fps are fps less the new ones: any more in the copy are absent
+    new = sum(1 for t in changed if t not in copy)
+    absent = [t for t in copy if t not in fps] if len(copy) > len(fps) - new else []
     return changed, absent
 
 

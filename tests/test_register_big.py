@@ -260,3 +260,15 @@ async def test_a_staged_group_sharing_more_topics_than_a_change_names_is_publish
     assert len((await reg.route("S1000")).data["brokerDatas"]) == 2
     assert "N0400" in (await reg.topic_list("all"))[1]["topicList"]
     assert violations(r) == []
+
+
+@pytest.mark.parametrize("fps,changed,absent", [
+    ({"A": "1,1,6,0", "B": "2,2,6,0"}, {"B": "2,2,6,0"}, []),  # one changed
+    ({"A": "1,1,6,0", "B": "1,1,6,0", "C": "1,1,6,0"}, {"C": "1,1,6,0"}, []),  # one added
+    ({"A": "1,1,6,0"}, {}, ["B"]),  # one gone
+    ({"A": "1,1,6,0", "C": "1,1,6,0"}, {"C": "1,1,6,0"}, ["B"]),  # one gone, one added
+], ids=["changed", "added", "gone", "gone and added"])
+def test_a_diff_names_what_changed_and_what_is_gone(fps: dict[str, str], changed: dict[str, str],
+                                                    absent: list[str]) -> None:
+    from service.registration import diff
+    assert diff({"A": "1,1,6,0", "B": "1,1,6,0"}, fps) == (changed, absent)
