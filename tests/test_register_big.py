@@ -15,7 +15,7 @@ import redis
 
 from service.config import Settings
 from service.models import RegisterRequest, validated
-from service.registration import COPY_MIN_TOPICS, Copies
+from service.registration import COPY_MIN_TOPICS, Copies, diff
 from service.registry import Registry
 from service.store import Store
 from tests.builders import registration, topic_config
@@ -270,5 +270,4 @@ async def test_a_staged_group_sharing_more_topics_than_a_change_names_is_publish
 ], ids=["changed", "added", "gone", "gone and added"])
 def test_a_diff_names_what_changed_and_what_is_gone(fps: dict[str, str], changed: dict[str, str],
                                                     absent: list[str]) -> None:
-    from service.registration import diff
     assert diff({"A": "1,1,6,0", "B": "1,1,6,0"}, fps) == (changed, absent)
