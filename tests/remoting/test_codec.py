@@ -215,6 +215,11 @@ def test_compressed_topic_lines_are_read_as_one_line_at_a_time_reads_them(odd: b
     assert compressed_table(lines) == {c["topicName"]: c for c in map(bodies._topic_config_line, lines)}
 
 
+def test_a_line_break_in_a_compressed_topic_line_does_not_make_it_two() -> None:
+    with pytest.raises(bodies.BodyError, match="bad TopicConfig line"):
+        compressed_table([b"A 4 4 6 SINGLE_TAG\nB 4 4 6 SINGLE_TAG", b"bad"])
+
+
 def test_a_later_compressed_line_of_the_same_topic_wins() -> None:
     table = compressed_table([b"A 4 4 6 SINGLE_TAG", b"A 16 16 6 SINGLE_TAG"])
     assert table == {"A": {"topicName": "A", "readQueueNums": 16, "writeQueueNums": 16, "perm": 6, "topicSysFlag": 0}}
