@@ -119,8 +119,10 @@ def plan(copy: dict[str, str], fps: Mapping[str, str], delete_absent: bool) -> P
     changed, absent = diff(copy, fps)
     if not changed and not (absent and delete_absent):
         return Plan(changed, absent, copy, copy)  # the copy stays what is stored
+    # not rewritten, only new topics are written: none new, nothing to copy
+    new = any(t not in copy for t in changed)
     return Plan(changed, absent, after(copy, changed, absent, True, delete_absent),
-                after(copy, changed, absent, False, delete_absent))
+                after(copy, changed, absent, False, delete_absent) if new else copy)
 
 
 class Copies:
