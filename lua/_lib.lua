@@ -32,6 +32,7 @@ function K.broker_topics(n) return TAG .. ':broker-topics:' .. enc(n) end
 function K.topics() return TAG .. ':topics' end
 function K.topic_index() return TAG .. ':topic-index' end
 function K.staged_topics() return TAG .. ':staged-topics' end
+function K.stagings() return TAG .. ':stagings' end
 function K.topic(t) return TAG .. ':topic:' .. enc(t) end
 function K.queue(t, n) return TAG .. ':queue:' .. enc(t) .. ':' .. enc(n) end
 function K.live(a) return TAG .. ':live:' .. a end
@@ -88,6 +89,12 @@ local function touch_group(name) touch('g:' .. name) end
 -- topics new to the tables got routes: only TOPIC_NOT_EXIST answers can be wrong now
 local function touch_new_topics() touch('-') end
 
+-- Past the cap: the record is a flush.
+local function touch_all()
+  changed = true
+  tag_count = TAG_CAP + 1
+end
+
 -- Every topic of `topics`: past the cap the record is a flush anyway, so a first
 -- registration of 10,000 topics builds no tag for each.
 local function touch_topics(topics)
@@ -95,8 +102,7 @@ local function touch_topics(topics)
     return
   end
   if tag_count + #topics > TAG_CAP then
-    changed = true
-    tag_count = TAG_CAP + 1
+    touch_all()
     return
   end
   for _, topic in ipairs(topics) do
@@ -362,6 +368,7 @@ local function remove_group(name)
   local cluster = redis.call('HGET', K.broker(name), 'cluster')
   redis.call('DEL', K.broker(name), K.addrs(name), K.broker_topics(name))
   redis.call('SREM', K.masterless(), name)
+  redis.call('SREM', K.stagings(), name)
   if cluster then
     leave_cluster(cluster, name)
   end

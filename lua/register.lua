@@ -47,6 +47,52 @@ if diff_mode and redis.call('HGET', K.broker(name), 'topicsGen') ~= ARGV[15] the
   return {redis.call('GET', KEYS[1]) or '0', 0, 0, '', '', {}, 'stale', '', 0}
 end
 
+-- A staged first registration (register_stage.lua) is published by this one: its pairs
+-- and topics are in place, readers and caches see them from now on.
+local function publish_staged(name)
+  local alone = redis.call('SCARD', K.stagings()) == 1 and redis.call('SISMEMBER', K.stagings(), name) == 1
+  redis.call('SREM', K.stagings(), name)
+  if alone then
+    -- no other group is staging, so every staged topic is this group's (a topic leaves the
+    -- set once a visible group serves it): the set goes whole, in O(1) (UNLINK frees it
+    -- in the background), and the group's topics it does not hold are the shared ones
+    local shared = redis.call('HLEN', K.broker_topics(name)) - redis.call('SCARD', K.staged_topics())
+    if shared == 0 or shared > TAG_CAP then
+      if redis.call('UNLINK', K.staged_topics()) == 1 then
+        touch_new_topics()
+      end
+      any_staged = false
+      if shared > 0 then
+        touch_all()  -- as many tags as touch_topics would give up on
+      end
+      touch_group(name)
+      return
+    end
+  end
+  -- other stagings under way, or a few shared topics to tag: topic by topic
+  local topics = redis.call('HKEYS', K.broker_topics(name))
+  -- topics new to the tables had no route, so only their TOPIC_NOT_EXIST answers go
+  -- (one tag); those another group serves already are tagged one by one
+  local new, shared = {}, {}
+  if staging_somewhere() then
+    for i = 1, #topics, SLICE do
+      local last = math.min(i + SLICE - 1, #topics)
+      local staged_ = redis.call('SMISMEMBER', K.staged_topics(), unpack(topics, i, last))
+      for j = i, last do
+        if staged_[j - i + 1] == 1 then new[#new + 1] = topics[j] else shared[#shared + 1] = topics[j] end
+      end
+    end
+  else
+    shared = topics
+  end
+  unstage_topics(new)
+  if #new > 0 then
+    touch_new_topics()
+  end
+  touch_topics(shared)
+  touch_group(name)
+end
+
 local now = now_ms()
 
 -- 1. clusterAddrTable
@@ -112,27 +158,7 @@ if id == '0' then
   local staged = redis.call('HGET', K.broker(name), 'staging')
   if staged then
     redis.call('HDEL', K.broker(name), 'staging')
-    local topics = redis.call('HKEYS', K.broker_topics(name))
-    -- topics new to the tables had no route, so only their TOPIC_NOT_EXIST answers go
-    -- (one tag); those another group serves already are tagged one by one
-    local new, shared = {}, {}
-    if staging_somewhere() then
-      for i = 1, #topics, SLICE do
-        local last = math.min(i + SLICE - 1, #topics)
-        local staged_ = redis.call('SMISMEMBER', K.staged_topics(), unpack(topics, i, last))
-        for j = i, last do
-          if staged_[j - i + 1] == 1 then new[#new + 1] = topics[j] else shared[#shared + 1] = topics[j] end
-        end
-      end
-    else
-      shared = topics
-    end
-    unstage_topics(new)
-    if #new > 0 then
-      touch_new_topics()
-    end
-    touch_topics(shared)
-    touch_group(name)
+    publish_staged(name)
   end
   local known = {}
   if diff_mode then

@@ -31,6 +31,7 @@ if generation == '' then
   end
   generation = tostring(redis.call('INCR', K.topics_gen()))
   redis.call('HSET', K.broker(name), 'staging', generation, 'topicsGen', generation)
+  redis.call('SADD', K.stagings(), name)  -- register.lua publishes in O(1) when it is the only one
 elseif row[2] ~= generation or row[3] ~= generation then
   return {publish_if_changed(), 'stale'}
 end

@@ -107,6 +107,13 @@ class Keys:
         dashboard's summary pages through 100,000 of them a bounded slice at a time."""
         return f"{self.tag}:topic-index"
 
+    @property
+    def stagings(self) -> str:
+        """SET of the broker names whose first registration is being staged
+        (lua/register_stage.lua): when it holds only the one publishing, every staged topic
+        is that group's, and the publishing script drops ``staged-topics`` whole."""
+        return f"{self.tag}:stagings"
+
     def topic(self, topic: str) -> str:
         """SET of broker names serving a topic."""
         return f"{self.tag}:topic:{encode_name(topic)}"

@@ -10,11 +10,12 @@ import asyncio
 from typing import Any
 
 import pytest
+import orjson
 import redis
 
 from service.config import Settings
 from service.models import RegisterRequest, validated
-from service.registration import COPY_MIN_TOPICS, Copies
+from service.registration import COPY_MIN_TOPICS, Copies, diff
 from service.registry import Registry
 from service.store import Store
 from tests.builders import registration, topic_config
@@ -36,7 +37,11 @@ def request(settings: Settings, topics: dict[str, dict[str, Any]], version: int,
 
 
 def registry(settings: Settings, **overrides: Any) -> Registry:
-    return Registry(Store(settings.with_overrides(**overrides)))
+    """A registry that registers new groups in one script: the copies' tests (staging has
+    its own, ``staged_registry``)."""
+    reg = Registry(Store(settings.with_overrides(**overrides)))
+    reg.STAGE_MIN = 10**9
+    return reg
 
 
 def tables_of(r: redis.Redis) -> dict[str, Any]:
@@ -193,3 +198,80 @@ async def test_publishing_new_topics_keeps_cached_routes_of_other_topics(make_cl
     assert (await client.get("/v1/routes/Other")).status == 200
     assert node.cache.stats.hits == hits + 1 and node.cache.stats.flushes == flushes == 0
     assert (await client.get("/v1/routes/S0005")).status == 200
+
+
+def last_change(r: redis.Redis) -> list[str]:
+    return orjson.loads(r.lindex("{rmq}:changelog", 0))[2:]
+
+
+async def test_a_big_registration_of_new_topics_alone_in_staging_is_published_whole_at_once(
+        settings: Settings, r: redis.Redis) -> None:
+    reader, writer = registry(settings), staged_registry(settings)
+    done = asyncio.Event()
+    staged_reads = 0
+    seen: list[bool] = []
+
+    async def read() -> None:
+        nonlocal staged_reads
+        while not done.is_set():
+            staged_reads += r.hexists("{rmq}:broker:broker-a", "staging")
+            for topic in ("S0000", "S0299"):
+                seen.append((await reader.route(topic)).body is not None)
+            listed = [t for t in (await reader.topic_list("all"))[1]["topicList"] if t.startswith("S0")]
+            assert len(listed) in (0, 300), f"{len(listed)} of the 300 topics listed"
+            seen.append(len(listed) == 300)
+            await asyncio.sleep(0)
+
+    reading = asyncio.create_task(read())
+    await writer.register(request(settings, table(300, prefix="S"), 1))
+    done.set()
+    await reading
+    assert staged_reads > 0 and seen == sorted(seen)
+    assert (await reader.route("S0150")).body is not None
+    # published in one step: the staged set dropped whole, new topics' and the group's tags only
+    assert not r.exists("{rmq}:staged-topics") and not r.exists("{rmq}:stagings")
+    assert sorted(last_change(r)) == ["-", "g:broker-a"]
+    assert violations(r) == []
+
+
+async def test_a_group_published_while_another_stages_leaves_the_others_topics_hidden(
+        settings: Settings, r: redis.Redis) -> None:
+    reg = staged_registry(settings)
+    await reg.register(request(settings, {"Shared": topic_config("Shared")}, 1, name="broker-old", addr="10.0.0.9:10911"))
+    # broker-b's staging is under way (its worker between two slices); broker-a then brings
+    # as many topics as are staged in all (its 150 new ones and B0), one of them shared
+    first = await reg.store.run("register_stage", ["broker-b", "", '["B0","4,4,6,0"]'])
+    assert first[1] == b"staged"
+    await reg.register(request(settings, {"Shared": topic_config("Shared")} | table(150, prefix="A"), 1))
+    assert reg.register_paths == {"full": 1, "staged": 1, "diff": 1}
+    listed = (await reg.topic_list("all"))[1]["topicList"]
+    assert "A0100" in listed and "B0" not in listed
+    assert (await reg.route("B0")).body is None
+    assert len((await reg.route("Shared")).data["brokerDatas"]) == 2
+    assert r.smembers("{rmq}:stagings") == {"broker-b"} and r.smembers("{rmq}:staged-topics") == {"B0"}
+
+
+async def test_a_staged_group_sharing_more_topics_than_a_change_names_is_published_as_a_flush(
+        settings: Settings, r: redis.Redis) -> None:
+    reg = staged_registry(settings)
+    reg.STAGE_MIN = 1_500
+    shared = table(1_100, prefix="S")
+    await reg.register(request(settings, shared, 1, name="broker-old", addr="10.0.0.9:10911"))
+    await reg.register(request(settings, shared | table(500, prefix="N"), 1))
+    assert reg.register_paths["staged"] == 1
+    assert last_change(r) == ["*"]
+    assert not r.exists("{rmq}:staged-topics")
+    assert len((await reg.route("S1000")).data["brokerDatas"]) == 2
+    assert "N0400" in (await reg.topic_list("all"))[1]["topicList"]
+    assert violations(r) == []
+
+
+@pytest.mark.parametrize("fps,changed,absent", [
+    ({"A": "1,1,6,0", "B": "2,2,6,0"}, {"B": "2,2,6,0"}, []),  # one changed
+    ({"A": "1,1,6,0", "B": "1,1,6,0", "C": "1,1,6,0"}, {"C": "1,1,6,0"}, []),  # one added
+    ({"A": "1,1,6,0"}, {}, ["B"]),  # one gone
+    ({"A": "1,1,6,0", "C": "1,1,6,0"}, {"C": "1,1,6,0"}, ["B"]),  # one gone, one added
+], ids=["changed", "added", "gone", "gone and added"])
+def test_a_diff_names_what_changed_and_what_is_gone(fps: dict[str, str], changed: dict[str, str],
+                                                    absent: list[str]) -> None:
+    assert diff({"A": "1,1,6,0", "B": "1,1,6,0"}, fps) == (changed, absent)

@@ -4,7 +4,6 @@ to them. Each works on the worker's core through service.http.context."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
 from typing import Any, Awaitable, Callable
 
@@ -30,7 +29,7 @@ from service.models import (
     valid_name,
     validated,
 )
-from service.registration import body_weight, off_loop
+from service.registration import body_digest, body_weight, off_loop
 from service.registry import Registry
 
 
@@ -106,7 +105,7 @@ async def register_broker(request: web.Request) -> web.Response:
     # address last registered in full (so already validated), only liveness is refreshed,
     # without parsing, validating or walking thousands of topic configs again.
     body = await read_body(request)
-    digest = hashlib.blake2b(body, digest_size=16).hexdigest()
+    digest = body_digest(body)
     answer = await registry(request).register_unchanged(digest)
     if answer is not None:
         return json_response(answer)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from typing import Any
@@ -59,49 +60,40 @@ def _check_topic_count(count: int, max_topics: int | None) -> None:
         raise BodyError(f"{count} topics; at most {max_topics} topics per registration (RMQ_MAX_TOPICS_PER_REGISTRATION)")
 
 
-class _Inflater:
-    """Reads a zlib stream part by part, inflating only as far as the parts asked for and
-    never past ``MAX_INFLATED`` bytes in all."""
+def _inflate(body: bytes) -> bytes:
+    """The whole zlib stream, at most MAX_INFLATED bytes of it: a bomb costs no more."""
+    try:
+        data = zlib.decompressobj().decompress(body, MAX_INFLATED + 1)
+    except zlib.error as e:
+        raise BodyError(f"compressed RegisterBrokerBody does not inflate: {e}") from None
+    if len(data) > MAX_INFLATED:
+        raise BodyError(f"compressed RegisterBrokerBody inflates past {MAX_INFLATED} bytes")
+    return data
 
-    CHUNK = 1 << 20
 
-    def __init__(self, body: bytes) -> None:
-        self._z = zlib.decompressobj()
-        self._pending = body  # compressed input not yet given to zlib
-        self._buf = bytearray()
-        self._total = 0
+class _Parts:
+    """Reads the int32-length-prefixed parts of an inflated RegisterBrokerBody."""
 
-    def _more(self, need: int) -> None:
-        while len(self._buf) < need:
-            if not self._pending and not self._z.unconsumed_tail:
-                raise BodyError("compressed RegisterBrokerBody ends early")
-            room = MAX_INFLATED - self._total
-            if room <= 0:
-                raise BodyError(f"compressed RegisterBrokerBody inflates past {MAX_INFLATED} bytes")
-            data = self._z.unconsumed_tail or self._pending
-            self._pending = b""
-            try:
-                out = self._z.decompress(data, min(self.CHUNK, room))
-            except zlib.error as e:
-                raise BodyError(f"compressed RegisterBrokerBody does not inflate: {e}") from None
-            if not out and self._z.eof:
-                raise BodyError("compressed RegisterBrokerBody ends early")
-            self._total += len(out)
-            self._buf += out
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
 
     def int32(self) -> int:
-        self._more(4)
-        (n,) = struct.unpack_from(">i", self._buf, 0)
-        del self._buf[:4]
+        if self.pos + 4 > len(self.data):
+            raise BodyError("compressed RegisterBrokerBody ends early")
+        (n,) = _INT32.unpack_from(self.data, self.pos)
+        self.pos += 4
         return n
 
     def part(self) -> bytes:
         n = self.int32()
         if n < 0 or n > MAX_INFLATED:
             raise BodyError("compressed RegisterBrokerBody has a bad part length")
-        self._more(n)
-        out = bytes(self._buf[:n])
-        del self._buf[:n]
+        end = self.pos + n
+        if end > len(self.data):
+            raise BodyError("compressed RegisterBrokerBody ends early")
+        out = self.data[self.pos:end]
+        self.pos = end
         return out
 
     def count(self) -> int:
@@ -109,6 +101,27 @@ class _Inflater:
         if n < 0:
             raise BodyError("compressed RegisterBrokerBody has a negative count")
         return n
+
+    def parts(self, count: int) -> list[bytes]:
+        """`count` parts in a row (one topic config each): the loop of ``part``, inlined,
+        since a broker sends 10,000 of them."""
+        data, pos, size, unpack = self.data, self.pos, len(self.data), _INT32.unpack_from
+        out = []
+        for _ in range(count):
+            if pos + 4 > size:
+                raise BodyError("compressed RegisterBrokerBody ends early")
+            (n,) = unpack(data, pos)
+            end = pos + 4 + n
+            if n < 0 or end > size:
+                raise BodyError("compressed RegisterBrokerBody has a bad part length" if n < 0 or n > MAX_INFLATED
+                                else "compressed RegisterBrokerBody ends early")
+            out.append(data[pos + 4:end])
+            pos = end
+        self.pos = pos
+        return out
+
+
+_INT32 = struct.Struct(">i")
 
 
 def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict[str, Any]:
@@ -121,14 +134,11 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict
     5.0.0 on int32 count + count x (int32 n + TopicQueueMappingInfo JSON), which a
     NameServer keeps only for static topics and we do not use.
     """
-    stream = _Inflater(body)
+    stream = _Parts(_inflate(body))
     data_version = json_body(stream.part(), "DataVersion")
-    table: dict[str, Any] = {}
     count = stream.count()
     _check_topic_count(count, max_topics)
-    for _ in range(count):
-        config = _topic_config_line(stream.part())
-        table[config["topicName"]] = config
+    table = _topic_configs(stream.parts(count))
     filters_json = stream.part()
     try:
         filters = fastjson.loads(filters_json) if filters_json else []
@@ -141,6 +151,28 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict
         "topicConfigSerializeWrapper": {"dataVersion": data_version, "topicConfigTable": table},
         "filterServerList": filters if filters is not None else [],
     }
+
+
+# One TopicConfig line as nearly every broker writes it: a name without spaces or line
+# breaks, three plain numbers, then the filter type and maybe attributes.
+_LINE = re.compile(rb"^([^ \n]+) ([0-9]{1,9}) ([0-9]{1,9}) ([0-9]{1,9}) [^\n]*$", re.M)
+
+
+def _topic_configs(lines: list[bytes]) -> dict[str, Any]:
+    """topicName -> config of the lines, the later of two with the same name winning (as
+    RocketMQ's map does). All lines at once through one regex when every one is plain
+    (a third of the time a line at a time takes), else line by line."""
+    joined = b"\n".join(lines)
+    # a line break inside a line would let one line pass for two
+    found = _LINE.findall(joined) if joined.count(b"\n") == len(lines) - 1 else []
+    if len(found) != len(lines):
+        return {c["topicName"]: c for c in map(_topic_config_line, lines)}
+    try:
+        return {name: {"topicName": name, "readQueueNums": int(r), "writeQueueNums": int(w), "perm": int(p),
+                       "topicSysFlag": 0}
+                for name, r, w, p in ((n.decode(), r, w, p) for n, r, w, p in found)}
+    except UnicodeDecodeError:
+        return {c["topicName"]: c for c in map(_topic_config_line, lines)}
 
 
 def _topic_config_line(raw: bytes) -> dict[str, Any]:

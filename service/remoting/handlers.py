@@ -10,7 +10,6 @@ changed by a request that is refused.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 import logging
@@ -37,7 +36,7 @@ from service.models import (
     validated,
 )
 from service.node import Node
-from service.registration import body_weight, off_loop
+from service.registration import body_digest, body_weight, off_loop
 from service.registry import Registry
 from service.addresses import AddressList
 from service.auth import TokenFile
@@ -190,13 +189,9 @@ _UNDIGESTED = frozenset({"Signature", "AccessKey", "SecurityToken"})
 def registration_digest(cmd: Command) -> str:
     """What makes two REGISTER_BROKER requests the same registration: the protocol version
     (it decides how the body is read), every header field that matters, and the body."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(b"remoting\0%d\0" % cmd.version)
-    for key in sorted(cmd.ext_fields):
-        if key not in _UNDIGESTED:
-            h.update(key.encode() + b"\0" + cmd.ext_fields[key].encode() + b"\0")
-    h.update(cmd.body)
-    return h.hexdigest()
+    head = b"".join(key.encode() + b"\0" + cmd.ext_fields[key].encode() + b"\0"
+                    for key in sorted(cmd.ext_fields) if key not in _UNDIGESTED)
+    return body_digest(b"remoting\0%d\0" % cmd.version, head, cmd.body)
 
 
 async def register_broker(ctx: Context, cmd: Command) -> Command:

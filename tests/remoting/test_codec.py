@@ -193,3 +193,45 @@ def test_the_bare_key_fallback_is_refused_for_large_documents() -> None:
     large = b"{" + b",".join(b'%d:"a"' % i for i in range(20_000)) + b"}"
     with pytest.raises(ValueError, match="must be standard JSON"):
         fastjson.loads(large)
+
+
+def compressed_lines(lines: list[bytes], version: int = 400) -> bytes:
+    """A compressed RegisterBrokerBody with these TopicConfig lines as they are."""
+    def part(b: bytes) -> bytes:
+        return struct.pack(">i", len(b)) + b
+    return zlib.compress(part(b'{"counter":1,"timestamp":1}') + struct.pack(">i", len(lines))
+                         + b"".join(map(part, lines)) + part(b"[]"))
+
+
+def compressed_table(lines: list[bytes]) -> dict:
+    return bodies.register_broker_body(compressed_lines(lines), True, 400)["topicConfigSerializeWrapper"]["topicConfigTable"]
+
+
+@pytest.mark.parametrize("odd", [b"Odd +8 08 6 SINGLE_TAG", b"Odd\xff 8 8 6 SINGLE_TAG", b"Odd 8 8 6 ",
+                                 b"Odd 1234567890 8 6 SINGLE_TAG {}"],
+                         ids=["signed and zero-led numbers", "not UTF-8", "empty filter type", "ten digits"])
+def test_compressed_topic_lines_are_read_as_one_line_at_a_time_reads_them(odd: bytes) -> None:
+    lines = [b"A 4 8 6 SINGLE_TAG", odd, b"B 1 1 4 SINGLE_TAG {\"k\":\"v w\"}"]
+    assert compressed_table(lines) == {c["topicName"]: c for c in map(bodies._topic_config_line, lines)}
+
+
+def test_a_line_break_in_a_compressed_topic_line_does_not_make_it_two() -> None:
+    with pytest.raises(bodies.BodyError, match="bad TopicConfig line"):
+        compressed_table([b"A 4 4 6 SINGLE_TAG\nB 4 4 6 SINGLE_TAG", b"bad"])
+
+
+def test_a_later_compressed_line_of_the_same_topic_wins() -> None:
+    table = compressed_table([b"A 4 4 6 SINGLE_TAG", b"A 16 16 6 SINGLE_TAG"])
+    assert table == {"A": {"topicName": "A", "readQueueNums": 16, "writeQueueNums": 16, "perm": 6, "topicSysFlag": 0}}
+
+
+@pytest.mark.parametrize("line", [b"A 4 4", b"A x 4 6 SINGLE_TAG"])
+def test_a_bad_compressed_topic_line_is_refused(line: bytes) -> None:
+    with pytest.raises(bodies.BodyError, match="bad TopicConfig line"):
+        compressed_table([b"B 4 4 6 SINGLE_TAG", line])
+
+
+def test_a_compressed_body_cut_in_its_topic_lines_ends_early() -> None:
+    whole = zlib.decompress(compressed_lines([b"A 4 4 6 SINGLE_TAG", b"B 4 4 6 SINGLE_TAG"]))
+    with pytest.raises(bodies.BodyError, match="ends early"):
+        bodies.register_broker_body(zlib.compress(whole[:-12]), True, 400)
