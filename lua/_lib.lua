@@ -368,7 +368,7 @@ local function remove_group(name)
   local cluster = redis.call('HGET', K.broker(name), 'cluster')
   redis.call('DEL', K.broker(name), K.addrs(name), K.broker_topics(name))
   redis.call('SREM', K.masterless(), name)
-  redis.call('SREM', K.stagings(), name)
+  redis.call('HDEL', K.stagings(), name)
   if cluster then
     leave_cluster(cluster, name)
   end

@@ -50,13 +50,18 @@ end
 -- A staged first registration (register_stage.lua) is published by this one: its pairs
 -- and topics are in place, readers and caches see them from now on.
 local function publish_staged(name)
-  local alone = redis.call('SCARD', K.stagings()) == 1 and redis.call('SISMEMBER', K.stagings(), name) == 1
-  redis.call('SREM', K.stagings(), name)
+  -- Alone: this group is the only one counted as staging, and staged-topics holds as many
+  -- topics as its slices added. A worker of an older release stages without counting, and
+  -- a topic leaves the set once a visible group serves it: either makes the counts differ,
+  -- and the set is then gone through topic by topic.
+  local counts = redis.call('HGETALL', K.stagings())  -- a few fields: the stagings under way
+  local added = #counts == 2 and counts[1] == name and tonumber(counts[2])
+  local alone = added and added == redis.call('SCARD', K.staged_topics())
+  redis.call('HDEL', K.stagings(), name)
   if alone then
-    -- no other group is staging, so every staged topic is this group's (a topic leaves the
-    -- set once a visible group serves it): the set goes whole, in O(1) (UNLINK frees it
-    -- in the background), and the group's topics it does not hold are the shared ones
-    local shared = redis.call('HLEN', K.broker_topics(name)) - redis.call('SCARD', K.staged_topics())
+    -- every staged topic is this group's: the set goes whole, in O(1) (UNLINK frees it in
+    -- the background), and the group's topics it does not hold are the shared ones
+    local shared = redis.call('HLEN', K.broker_topics(name)) - added
     if shared == 0 or shared > TAG_CAP then
       if redis.call('UNLINK', K.staged_topics()) == 1 then
         touch_new_topics()

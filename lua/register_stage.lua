@@ -31,7 +31,8 @@ if generation == '' then
   end
   generation = tostring(redis.call('INCR', K.topics_gen()))
   redis.call('HSET', K.broker(name), 'staging', generation, 'topicsGen', generation)
-  redis.call('SADD', K.stagings(), name)  -- register.lua publishes in O(1) when it is the only one
+  -- register.lua publishes in O(1) when this is the only staging and its count is right
+  redis.call('HSET', K.stagings(), name, 0)
 elseif row[2] ~= generation or row[3] ~= generation then
   return {publish_if_changed(), 'stale'}
 end
@@ -41,5 +42,7 @@ local entries = {}
 for i = 1, #flat, 2 do
   entries[#entries + 1] = split_fp({flat[i], flat[i + 1]})
 end
+local before = redis.call('SCARD', K.staged_topics())
 put_queues(name, entries, {}, true)
+redis.call('HINCRBY', K.stagings(), name, redis.call('SCARD', K.staged_topics()) - before)
 return {publish_if_changed(), 'staged', generation}

@@ -109,9 +109,10 @@ class Keys:
 
     @property
     def stagings(self) -> str:
-        """SET of the broker names whose first registration is being staged
-        (lua/register_stage.lua): when it holds only the one publishing, every staged topic
-        is that group's, and the publishing script drops ``staged-topics`` whole."""
+        """HASH of the broker names whose first registration is being staged
+        (lua/register_stage.lua) -> how many topics their slices added to ``staged-topics``:
+        when it holds only the one publishing and that count is the set's size, every
+        staged topic is that group's, and the publishing script drops the set whole."""
         return f"{self.tag}:stagings"
 
     def topic(self, topic: str) -> str:

@@ -248,7 +248,21 @@ async def test_a_group_published_while_another_stages_leaves_the_others_topics_h
     assert "A0100" in listed and "B0" not in listed
     assert (await reg.route("B0")).body is None
     assert len((await reg.route("Shared")).data["brokerDatas"]) == 2
-    assert r.smembers("{rmq}:stagings") == {"broker-b"} and r.smembers("{rmq}:staged-topics") == {"B0"}
+    assert r.hgetall("{rmq}:stagings") == {"broker-b": "1"} and r.smembers("{rmq}:staged-topics") == {"B0"}
+
+
+async def test_a_staging_an_older_worker_started_without_counting_stays_hidden_after_another_publishes(
+        settings: Settings, r: redis.Redis) -> None:
+    # an older release's register_stage.lua: the group's row says 'staging' and its new
+    # topic is in staged-topics, but {rmq}:stagings does not name it
+    r.hset("{rmq}:broker:broker-old", mapping={"staging": "1", "topicsGen": "1"})
+    r.sadd("{rmq}:staged-topics", "OLD0")
+    reg = staged_registry(settings)
+    await reg.register(request(settings, table(300, prefix="S"), 1))
+    assert reg.register_paths["staged"] == 1
+    assert r.smembers("{rmq}:staged-topics") == {"OLD0"}
+    listed = (await reg.topic_list("all"))[1]["topicList"]
+    assert "S0100" in listed and "OLD0" not in listed
 
 
 async def test_a_staged_group_sharing_more_topics_than_a_change_names_is_published_as_a_flush(
