@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -20,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from service.keys import Keys
 
 from .index import Index, list_index
-from .reader import choose_reader, connection_params, read_table, redis_client
+from .reader import choose_reader, connection_params, queue_batches, read_table_rows, redis_client
 from .source import JobError, Source, check_replica, command_cost, commandstats, params_where
 
 log = logging.getLogger("service.analytics")
@@ -44,7 +45,9 @@ class Context:
     dataset: str | None = None  # history: the data set to report (default: the latest run's)
     source: Source | None = None
     index: Index | None = None
+    prefetch: bool = False  # fetch the queue rows (index reader) in a thread from the start
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
+    _queue: Future[list[Any]] | None = field(default=None, repr=False)
     _stage: int = field(default=0, repr=False)
     _stats: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
 
@@ -93,6 +96,12 @@ class Context:
                         "start): history rows of this run carry data set null", self.where, self.keys.dataset)
         log.info("reading {%s} at %s, data set %s, %d broker names, %d addresses", self.prefix, self.where,
                  dataset, len(self.index.names), len(self.index.addrs))
+        if self.prefetch and self.reader_used == "index":
+            # Redis and pyarrow on the driver while the JVM runs the snapshot's stages: on
+            # two cores the queue rows cost little wall time this way
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="queue-prefetch")
+            self._queue = pool.submit(queue_batches, self.spark, self.options, self.keys, self.index)
+            pool.shutdown(wait=False)
         return self.source
 
     def cost(self) -> dict[str, Any] | None:
@@ -106,13 +115,18 @@ class Context:
             client.close()
 
     def read(self, kind: str) -> Any:
-        """A table, read once per context, cached and counted (one progress line per table)."""
+        """A table, read once per context, counted (one progress line per table). The index
+        reader's frames are already in memory (a local relation, or Arrow batches in the
+        JVM) and counted on the driver; a pattern reader's is cached and counted by Spark."""
         if kind not in self._tables:
             self.begin()
             started = time.monotonic()
-            df = read_table(self.spark, kind, options=self.options, prefix=self.prefix, reader=self.reader,
-                            index=self.index).cache()
-            rows = df.count()
+            batches = self._queue.result() if kind == "queue" and self._queue is not None else None
+            df, rows = read_table_rows(self.spark, kind, options=self.options, prefix=self.prefix,
+                                       reader=self.reader, index=self.index, batches=batches)
+            if rows is None:  # a pattern reader: cached, or each action would read Redis again
+                df = df.cache()
+                rows = df.count()
             log.info("read %s: %d rows via %s in %.1f s", kind, rows, self.reader_used, time.monotonic() - started)
             self._tables[kind] = df
         return self._tables[kind]
@@ -126,6 +140,9 @@ class Context:
         return self.now_ms
 
     def release(self) -> None:
+        if self._queue is not None:
+            self._queue.cancel()
+            self._queue = None
         for df in self._tables.values():
             df.unpersist()
         self._tables.clear()
@@ -133,6 +150,12 @@ class Context:
 
 def rows(df: Any) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def by_cluster_and_name(row: Mapping[str, Any]) -> tuple[bool, str, str]:
+    """Sort key of Spark's ``orderBy("cluster", "brokerName")`` (nulls first; UTF-8 byte
+    order is code point order)."""
+    return row["cluster"] is not None, row["cluster"] or "", row["brokerName"]
 
 
 def summary_head(ctx: Context, job: str, now: int) -> dict[str, Any]:
@@ -146,9 +169,10 @@ def iso(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def write_table(ctx: Context, job: str, name: str, table: Sequence[Mapping[str, Any]]) -> str | None:
-    """A collected result as one Parquet file in the output folder (pyarrow, on the driver:
-    the results are aggregates, small, and go beside the charts and the JSON)."""
+def write_table(ctx: Context, job: str, name: str, table: Sequence[Mapping[str, Any]] | Any) -> str | None:
+    """A collected result (rows, or a ``pyarrow.Table``) as one Parquet file in the output
+    folder (pyarrow, on the driver: the results are aggregates and go beside the charts
+    and the JSON)."""
     if ctx.out is None:
         return None
     import pyarrow as pa
@@ -156,7 +180,9 @@ def write_table(ctx: Context, job: str, name: str, table: Sequence[Mapping[str, 
 
     path = ctx.out / job / f"{name}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist([dict(r) for r in table]), path)
+    if not isinstance(table, pa.Table):
+        table = pa.Table.from_pylist([dict(r) for r in table])
+    pq.write_table(table, path)
     return str(path)
 
 

@@ -35,6 +35,7 @@ def run(ctx: Context, job: str) -> dict[str, Any]:
     if job not in JOBS:
         raise ValueError(f"unknown job {job!r}; one of {', '.join(JOBS)}")
     t0 = time.monotonic()
+    ctx.prefetch = job in ("topics", "all")
     try:
         if job == "history":
             result = trend(ctx)
