@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -21,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from service.keys import Keys
 
 from .index import Index, list_index
-from .reader import choose_reader, connection_params, queue_batches, read_table_rows, redis_client
+from .reader import choose_reader, connection_params, read_table_rows, redis_client
 from .source import JobError, Source, check_replica, command_cost, commandstats, params_where
 
 log = logging.getLogger("service.analytics")
@@ -45,9 +44,7 @@ class Context:
     dataset: str | None = None  # history: the data set to report (default: the latest run's)
     source: Source | None = None
     index: Index | None = None
-    prefetch: bool = False  # fetch the queue rows (index reader) in a thread from the start
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
-    _queue: Future[list[Any]] | None = field(default=None, repr=False)
     _stage: int = field(default=0, repr=False)
     _stats: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
 
@@ -96,12 +93,6 @@ class Context:
                         "start): history rows of this run carry data set null", self.where, self.keys.dataset)
         log.info("reading {%s} at %s, data set %s, %d broker names, %d addresses", self.prefix, self.where,
                  dataset, len(self.index.names), len(self.index.addrs))
-        if self.prefetch and self.reader_used == "index":
-            # Redis and pyarrow on the driver while the JVM runs the snapshot's stages: on
-            # two cores the queue rows cost little wall time this way
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="queue-prefetch")
-            self._queue = pool.submit(queue_batches, self.spark, self.options, self.keys, self.index)
-            pool.shutdown(wait=False)
         return self.source
 
     def cost(self) -> dict[str, Any] | None:
@@ -121,9 +112,8 @@ class Context:
         if kind not in self._tables:
             self.begin()
             started = time.monotonic()
-            batches = self._queue.result() if kind == "queue" and self._queue is not None else None
             df, rows = read_table_rows(self.spark, kind, options=self.options, prefix=self.prefix,
-                                       reader=self.reader, index=self.index, batches=batches)
+                                       reader=self.reader, index=self.index)
             if rows is None:  # a pattern reader: cached, or each action would read Redis again
                 df = df.cache()
                 rows = df.count()
@@ -140,9 +130,6 @@ class Context:
         return self.now_ms
 
     def release(self) -> None:
-        if self._queue is not None:
-            self._queue.cancel()
-            self._queue = None
         for df in self._tables.values():
             df.unpersist()
         self._tables.clear()

@@ -35,7 +35,6 @@ def run(ctx: Context, job: str) -> dict[str, Any]:
     if job not in JOBS:
         raise ValueError(f"unknown job {job!r}; one of {', '.join(JOBS)}")
     t0 = time.monotonic()
-    ctx.prefetch = job in ("topics", "all")
     try:
         if job == "history":
             result = trend(ctx)

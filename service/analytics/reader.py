@@ -178,11 +178,9 @@ def read_table_rows(
     prefix: str = "rmq",
     reader: str = "auto",
     index: Index | None = None,
-    batches: list[Any] | None = None,
 ) -> tuple[Any, int | None]:
     """``read_table`` and its row count when the reader knows it without a Spark action
-    (the index reader: its rows are on the driver before Spark sees them), else None.
-    ``batches``: the ``queue`` table already fetched by ``queue_batches`` (index reader)."""
+    (the index reader: its rows are on the driver before Spark sees them), else None."""
     if schema is None:
         schema = table_schema(kind)
     opts = {k: str(v) for k, v in (options or {}).items() if v is not None}
@@ -194,7 +192,7 @@ def read_table_rows(
         df = spark.read.format(SPARK_REDIS_FORMAT).schema(schema).options(**opts).load()
     elif which == "index":
         # rows of missing keys are dropped as they are read: the filter below drops none
-        df, known = _index_read(spark, kind, schema, opts, Keys(prefix), index, batches)
+        df, known = _index_read(spark, kind, schema, opts, Keys(prefix), index)
     else:
         df = _builtin_read(spark, schema, opts)
     value_cols = [f.name for f in schema.fields if f.name != opts["key.column"]]
@@ -281,7 +279,7 @@ def _hmget_read(spark: Any, schema: Any, opts: Mapping[str, str], keys: list[str
 
 
 def _index_read(spark: Any, kind: str, schema: Any, opts: Mapping[str, str], keys: Keys,
-                index: Index | None, batches: list[Any] | None = None) -> tuple[Any, int]:
+                index: Index | None) -> tuple[Any, int]:
     """Every Redis read on the driver: the executors need no Redis access and no redis-py.
     The frame and its row count."""
     params, _, _, pipeline = _read_settings(spark, opts)
@@ -300,14 +298,15 @@ def _index_read(spark: Any, kind: str, schema: Any, opts: Mapping[str, str], key
         order = [key_column] + [n for n, _ in value_fields]
         at = [order.index(f.name) for f in schema.fields]
         return spark.createDataFrame([tuple(r[i] for i in at) for r in found], schema=schema), len(found)
-    if batches is None:
-        batches = queue_batches(spark, opts, keys, index)
+    batches = queue_batches(spark, opts, keys, index)
     return arrow.to_frame(spark, batches, schema), sum(b.num_rows for b in batches)
 
 
 def queue_batches(spark: Any, options: Mapping[str, Any] | None, keys: Keys, index: Index) -> list[Any]:
-    """The index reader's ``queue`` rows as Arrow batches, one per broker name: Redis and
-    pyarrow only, no Spark call, so a job can fetch them while Spark runs another stage."""
+    """The index reader's ``queue`` rows as Arrow batches, one per broker name. Fetched
+    while Spark is idle: a thread fetching them during the snapshot's stages saved ~2 s of
+    wall time on 2 cores but, on a host Redis shares, took its longest call from ~4 ms to
+    9-62 ms (bench/README.md)."""
     from service.keys import encode_name
 
     opts = {k: str(v) for k, v in (options or {}).items() if v is not None}
