@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis  # noqa: E402
 
-from bench.common import ROOT, machine_info, median, parser, redis_server, row, workers, write_result  # noqa: E402
+from bench.common import ROOT, machine_info, median, parser, pct, redis_server, row, workers, write_result  # noqa: E402
 from bench.fleet import assign, member_bodies, post_all  # noqa: E402
 
 LONG_CALL_MS = 5.0  # the goal: no single Redis call over this
@@ -119,6 +119,9 @@ def run_job(url: str, reader: str, probe: redis.Redis, tree: Path) -> dict[str, 
             "commands": cost["commands"], "redis_s": cost["redisSeconds"], "by_command": cost["byCommand"],
             "longest_call_ms": max((e["duration"] for e in slow), default=0) / 1000,
             "calls_over_5ms": sum(1 for e in slow if e["duration"] > LONG_CALL_MS * 1000),
+            # with every call logged (--slowlog-us 0): the typical call, not only the outliers
+            "call_ms_p50": pct([e["duration"] / 1000 for e in slow], 50) if slow else 0.0,
+            "call_ms_p99": pct([e["duration"] / 1000 for e in slow], 99) if slow else 0.0,
             "longest_calls": [{"ms": e["duration"] / 1000, "command": (e["command"] or b"")[:60].decode(errors="replace")}
                               for e in sorted(slow, key=lambda e: -e["duration"])[:5]],
             "calls_logged": len(slow), "job_s": result["elapsedSeconds"],
@@ -193,6 +196,8 @@ def main() -> None:
             row(f"`all`, {name}: longest Redis call", max(r["longest_call_ms"] for r in rs_), "ms",
                 f"SLOWLOG at {args.slowlog_us} us, max over the runs; calls over {LONG_CALL_MS:g} ms: "
                 + ", ".join(str(r["calls_over_5ms"]) for r in rs_)),
+            row(f"`all`, {name}: Redis call, median / p99", median([r["call_ms_p50"] for r in rs_]), "ms",
+                "p99 per run: " + ", ".join(f"{r['call_ms_p99']:.2f}" for r in rs_)),
             row(f"`all`, {name}: peak memory, process tree", median([r["peak_tree_rss_mib"] for r in rs_]),
                 "MiB", f"driver + JVM + Python workers; min {min(r['peak_tree_rss_mib'] for r in rs_):.0f}, "
                 f"max {max(r['peak_tree_rss_mib'] for r in rs_):.0f}"),
