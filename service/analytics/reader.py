@@ -72,9 +72,9 @@ DEFAULT_SCAN_COUNT = 100
 DEFAULT_PIPELINE = 100
 # A broker-topics hash of up to DEFAULT_HGETALL_MAX fields is read whole (HGETALL), a bigger
 # one in HSCAN pages of about DEFAULT_HSCAN_COUNT: each call then returns at most ~1,000
-# fields, ~0.2-0.5 ms of Redis (a fleet's ~3,300-field HGETALLs took 1-2 ms, and 9-54 ms on
-# a loaded host). An HSCAN field costs Redis ~2.5x an HGETALL one: ~0.5 s instead of
-# ~0.2 s for a million pairs (bench/README.md, "Analytics at fleet size").
+# fields, ~0.4 ms of Redis (a fleet's ~3,300-field HGETALLs took ~0.6-1.3 ms, and 9-54 ms
+# on a loaded host). An HSCAN field costs Redis ~2.5x an HGETALL one: ~0.6 s instead of
+# ~0.2 s for `all` at a million pairs (bench/README.md, "Analytics at fleet size").
 DEFAULT_HSCAN_COUNT = 1000
 DEFAULT_HGETALL_MAX = 1000
 
