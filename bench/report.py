@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parent
 BEGIN, END = "<!-- results:begin (bench/report.py) -->", "<!-- results:end -->"
 ORDER = ["route_query", "registration", "heartbeat", "scanner_pass", "redis_memory", "scale_workers",
          "tcp_route_query", "tcp_registration", "tcp_reads_during_registration", "changing_reads", "fleet",
-         "analytics_197k", "analytics_992k"]
+         "analytics_197k", "analytics_992k", "analytics_992k_checkouts", "analytics_992k_prefetch"]
 TITLES = {
     "route_query": "1. Route query, one worker, 64 connections (wrk)",
     "registration": "2. Registration latency (median)",
@@ -30,6 +30,9 @@ TITLES = {
     "fleet": "9. Fleet size: 300 broker groups, 100,000 topics",
     "analytics_197k": "10. Analytics `all`, index reader against pattern reader, ~200,000 pairs",
     "analytics_992k": "10b. Analytics `all`, index reader against pattern reader, ~1,000,000 pairs",
+    "analytics_992k_checkouts": "10c. Analytics `all` at ~1,000,000 pairs: main's checkout against branch h21, "
+                                "where the wall time goes",
+    "analytics_992k_prefetch": "10d. As 10c, with h21's first version (queue rows fetched during the snapshot)",
 }
 
 

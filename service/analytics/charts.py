@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
+LABELS = 60  # bars (heartbeat) or labels (queues) a chart draws at most; the Parquet tables have all
+
+
 def _plt() -> Any:
     import matplotlib
 
@@ -50,9 +53,15 @@ def queue_distribution(groups: Sequence[dict[str, Any]], path: Path, title: str 
     ax.bar([x - w / 2 for x in xs], [g["readQueues"] for g in rows], w, label="read queues")
     ax.bar([x + w / 2 for x in xs], [g["writeQueues"] for g in rows], w,
            label="write queues (writable rows: perm has W)")
-    ax.set_xticks(xs)
-    ax.set_xticklabels([f'{g["brokerName"]}\n{g.get("cluster") or "?"}' for g in rows],
+    # a label for every k-th group at most LABELS of them: text is what costs (seconds for
+    # a fleet's 300 labels) and a denser row is unreadable anyway
+    step = -(-n // LABELS) if n else 1
+    ax.set_xticks(xs[::step])
+    ax.set_xticklabels([f'{g["brokerName"]}\n{g.get("cluster") or "?"}' for g in rows[::step]],
                        rotation=90 if n > 12 else 0, fontsize=7)
+    if step > 1:
+        ax.set_xlabel(f"{n} broker groups by cluster and name, every {step}th labelled "
+                      "(all in per_broker_group.parquet)", fontsize=8)
     ax.set_ylabel("queues")
     if rows:
         mean_w = sum(g["writeQueues"] for g in rows) / n
@@ -63,11 +72,13 @@ def queue_distribution(groups: Sequence[dict[str, Any]], path: Path, title: str 
 
 def heartbeat_age(brokers: Sequence[dict[str, Any]], path: Path, flag_ratio: float, title: str = "",
                   caption: str = "") -> Path:
-    """Bars: heartbeat age as a fraction of each broker's timeout, flagged ones in red."""
+    """Bars: heartbeat age as a fraction of each broker's timeout, flagged ones in red; the
+    ``LABELS`` oldest of a bigger fleet, saying so."""
     plt = _plt()
     from matplotlib.patches import Patch
 
-    rows = sorted(brokers, key=lambda b: -b["ageRatio"])
+    ranked = sorted(brokers, key=lambda b: -b["ageRatio"])
+    rows = ranked[:LABELS]  # the oldest: the flagged ones come first
     n = len(rows)
     fig, ax = plt.subplots(figsize=(7.0, max(3.2, min(40.0, 0.22 * n + 1.8))), layout="constrained")
     ys = list(range(n))
@@ -80,6 +91,10 @@ def heartbeat_age(brokers: Sequence[dict[str, Any]], path: Path, flag_ratio: flo
     ax.axvline(1.0, color="black", linewidth=1, label="timeout")
     ax.set_xlim(0, max(1.05, max((b["ageRatio"] for b in rows), default=0) + 0.05))
     ax.set_xlabel("heartbeat age / timeout")
+    if len(ranked) > n:
+        flagged = sum(1 for b in ranked if b["flagged"])
+        ax.set_title(f"the {n} oldest of {len(ranked)} live brokers, {flagged} flagged "
+                     "(all in brokers.parquet)", fontsize=8)
     handles = [Patch(color="tab:blue", label="broker"), Patch(color="tab:red", label="flagged broker"),
                *ax.get_legend_handles_labels()[0]]
     _legend_outside(ax, handles)

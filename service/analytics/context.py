@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from service.keys import Keys
 
 from .index import Index, list_index
-from .reader import choose_reader, connection_params, read_table, redis_client
+from .reader import choose_reader, connection_params, read_table_rows, redis_client
 from .source import JobError, Source, check_replica, command_cost, commandstats, params_where
 
 log = logging.getLogger("service.analytics")
@@ -106,13 +106,17 @@ class Context:
             client.close()
 
     def read(self, kind: str) -> Any:
-        """A table, read once per context, cached and counted (one progress line per table)."""
+        """A table, read once per context, counted (one progress line per table). The index
+        reader's frames are already in memory (a local relation, or Arrow batches in the
+        JVM) and counted on the driver; a pattern reader's is cached and counted by Spark."""
         if kind not in self._tables:
             self.begin()
             started = time.monotonic()
-            df = read_table(self.spark, kind, options=self.options, prefix=self.prefix, reader=self.reader,
-                            index=self.index).cache()
-            rows = df.count()
+            df, rows = read_table_rows(self.spark, kind, options=self.options, prefix=self.prefix,
+                                       reader=self.reader, index=self.index)
+            if rows is None:  # a pattern reader: cached, or each action would read Redis again
+                df = df.cache()
+                rows = df.count()
             log.info("read %s: %d rows via %s in %.1f s", kind, rows, self.reader_used, time.monotonic() - started)
             self._tables[kind] = df
         return self._tables[kind]
@@ -135,6 +139,12 @@ def rows(df: Any) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in df.collect()]
 
 
+def by_cluster_and_name(row: Mapping[str, Any]) -> tuple[bool, str, str]:
+    """Sort key of Spark's ``orderBy("cluster", "brokerName")`` (nulls first; UTF-8 byte
+    order is code point order)."""
+    return row["cluster"] is not None, row["cluster"] or "", row["brokerName"]
+
+
 def summary_head(ctx: Context, job: str, now: int) -> dict[str, Any]:
     """The fields every job's summary starts with: what ran, on what, at what Redis time."""
     source = ctx.begin()
@@ -146,9 +156,10 @@ def iso(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def write_table(ctx: Context, job: str, name: str, table: Sequence[Mapping[str, Any]]) -> str | None:
-    """A collected result as one Parquet file in the output folder (pyarrow, on the driver:
-    the results are aggregates, small, and go beside the charts and the JSON)."""
+def write_table(ctx: Context, job: str, name: str, table: Sequence[Mapping[str, Any]] | Any) -> str | None:
+    """A collected result (rows, or a ``pyarrow.Table``) as one Parquet file in the output
+    folder (pyarrow, on the driver: the results are aggregates and go beside the charts
+    and the JSON)."""
     if ctx.out is None:
         return None
     import pyarrow as pa
@@ -156,7 +167,9 @@ def write_table(ctx: Context, job: str, name: str, table: Sequence[Mapping[str, 
 
     path = ctx.out / job / f"{name}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist([dict(r) for r in table]), path)
+    if not isinstance(table, pa.Table):
+        table = pa.Table.from_pylist([dict(r) for r in table])
+    pq.write_table(table, path)
     return str(path)
 
 

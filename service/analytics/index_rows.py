@@ -60,8 +60,9 @@ def fetch_broker_topics(params: dict[str, Any], key_column: str, count: int, who
                                                                  max(1, pipeline // 10))):
             yield _rows(pa, schema, key_column, name, hkey, part, fields)
         pending = [(name, hkey, part, 0, {}) for (name, hkey, part), size in zip(names, sizes) if size > whole]
+        pages = max(1, pipeline // 10)  # pages in flight: ~10,000 fields, as for the HGETALLs
         while pending:
-            now, pending = pending[:pipeline], pending[pipeline:]
+            now, pending = pending[:pages], pending[pages:]
             pipe = client.pipeline(transaction=False)
             for _, hkey, _, cursor, _ in now:
                 pipe.hscan(hkey, cursor, count=count)

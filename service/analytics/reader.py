@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 from service.keys import Keys
 
-from . import _partition_reader, index_rows
+from . import _partition_reader, arrow, index_rows
 from .index import Index, list_index
 from .schemas import FIELDS, KEY_COLUMN, schema as table_schema
 
@@ -70,8 +70,13 @@ CONNECTION_CONF = {
 DEFAULT_PARTITIONS = 3  # spark-redis SqlOptionNumPartitionsDefault
 DEFAULT_SCAN_COUNT = 100
 DEFAULT_PIPELINE = 100
-DEFAULT_HSCAN_COUNT = 1000  # entries an HSCAN page of broker-topics returns: ~0.3 ms of Redis
-DEFAULT_HGETALL_MAX = 4096  # a broker-topics hash up to this size is read whole: ~1 ms of Redis
+# A broker-topics hash of up to DEFAULT_HGETALL_MAX fields is read whole (HGETALL), a bigger
+# one in HSCAN pages of about DEFAULT_HSCAN_COUNT: each call then returns at most ~1,000
+# fields, ~0.4 ms of Redis (a fleet's ~3,300-field HGETALLs took ~0.6-1.3 ms, and 9-54 ms
+# on a loaded host). An HSCAN field costs Redis ~2.5x an HGETALL one: ~0.6 s instead of
+# ~0.2 s for `all` at a million pairs (bench/README.md, "Analytics at fleet size").
+DEFAULT_HSCAN_COUNT = 1000
+DEFAULT_HGETALL_MAX = 1000
 
 
 def url_to_options(url: str) -> dict[str, str]:
@@ -152,7 +157,19 @@ def choose_reader(spark: Any, reader: str = "auto") -> str:
     return reader
 
 
-def read_table(
+def read_table(spark: Any, kind: str, schema: Any = None, options: Mapping[str, Any] | None = None,
+               **where: Any) -> Any:
+    """The table ``kind`` (live, member, broker, queue) as a DataFrame.
+
+    ``options`` are spark-redis's read options; ``keys.pattern`` defaults to
+    ``{<prefix>}:<kind>:*`` and ``key.column`` to ``key``. ``where``: ``prefix`` (rmq),
+    ``reader`` (auto = index, index, builtin, spark-redis), ``index`` (the listing the index
+    reader uses; listed here when None), as ``read_table_rows`` takes them.
+    """
+    return read_table_rows(spark, kind, schema, options, **where)[0]
+
+
+def read_table_rows(
     spark: Any,
     kind: str,
     schema: Any = None,
@@ -161,30 +178,28 @@ def read_table(
     prefix: str = "rmq",
     reader: str = "auto",
     index: Index | None = None,
-) -> Any:
-    """The table ``kind`` (live, member, broker, queue) as a DataFrame.
-
-    ``options`` are spark-redis's read options; ``keys.pattern`` defaults to
-    ``{<prefix>}:<kind>:*`` and ``key.column`` to ``key``. ``reader``: auto (= index), index,
-    builtin, spark-redis. ``index``: the listing the index reader uses (listed here when None).
-    """
+) -> tuple[Any, int | None]:
+    """``read_table`` and its row count when the reader knows it without a Spark action
+    (the index reader: its rows are on the driver before Spark sees them), else None."""
     if schema is None:
         schema = table_schema(kind)
     opts = {k: str(v) for k, v in (options or {}).items() if v is not None}
     opts.setdefault("keys.pattern", Keys(prefix).pattern(kind))
     opts.setdefault("key.column", KEY_COLUMN)
     which = choose_reader(spark, reader)
+    known: int | None = None
     if which == "spark-redis":
         df = spark.read.format(SPARK_REDIS_FORMAT).schema(schema).options(**opts).load()
     elif which == "index":
-        df = _index_read(spark, kind, schema, opts, Keys(prefix), index)
+        # rows of missing keys are dropped as they are read: the filter below drops none
+        df, known = _index_read(spark, kind, schema, opts, Keys(prefix), index)
     else:
         df = _builtin_read(spark, schema, opts)
     value_cols = [f.name for f in schema.fields if f.name != opts["key.column"]]
     if value_cols:  # rows of keys gone between SCAN and HMGET have every field null
         df = df.where(reduce(lambda a, b: a | b, [df[c].isNotNull() for c in value_cols]))
     log.info("read %s (%s) via %s", kind, opts["keys.pattern"], which)
-    return df
+    return df, known
 
 
 def is_redis_glob(pattern: str) -> bool:
@@ -264,15 +279,16 @@ def _hmget_read(spark: Any, schema: Any, opts: Mapping[str, str], keys: list[str
 
 
 def _index_read(spark: Any, kind: str, schema: Any, opts: Mapping[str, str], keys: Keys,
-                index: Index | None) -> Any:
-    """Every Redis read on the driver: the executors need no Redis access and no redis-py."""
+                index: Index | None) -> tuple[Any, int]:
+    """Every Redis read on the driver: the executors need no Redis access and no redis-py.
+    The frame and its row count."""
     params, _, _, pipeline = _read_settings(spark, opts)
-    client = _partition_reader.connect(params)
-    try:
-        if index is None:
+    if index is None:
+        client = _partition_reader.connect(params)
+        try:
             index = list_index(client, keys)
-    finally:
-        client.close()
+        finally:
+            client.close()
     key_column = opts["key.column"]
     if kind != "queue":
         value_fields = [(f.name, f.dataType.typeName()) for f in schema.fields if f.name != key_column]
@@ -281,31 +297,25 @@ def _index_read(spark: Any, kind: str, schema: Any, opts: Mapping[str, str], key
                                                        index.keys_of(keys, kind)))
         order = [key_column] + [n for n, _ in value_fields]
         at = [order.index(f.name) for f in schema.fields]
-        return spark.createDataFrame([tuple(r[i] for i in at) for r in found], schema=schema)
+        return spark.createDataFrame([tuple(r[i] for i in at) for r in found], schema=schema), len(found)
+    batches = queue_batches(spark, opts, keys, index)
+    return arrow.to_frame(spark, batches, schema), sum(b.num_rows for b in batches)
+
+
+def queue_batches(spark: Any, options: Mapping[str, Any] | None, keys: Keys, index: Index) -> list[Any]:
+    """The index reader's ``queue`` rows as Arrow batches, one per broker name. Fetched
+    while Spark is idle: a thread fetching them during the snapshot's stages saved ~2 s of
+    wall time on 2 cores but, on a host Redis shares, took its longest call from ~4 ms to
+    9-62 ms (bench/README.md)."""
     from service.keys import encode_name
 
+    opts = {k: str(v) for k, v in (options or {}).items() if v is not None}
+    params, _, _, pipeline = _read_settings(spark, opts)
     count = int(opts.get("hscan.count", DEFAULT_HSCAN_COUNT))
     whole = int(opts.get("hgetall.max", DEFAULT_HGETALL_MAX))
     names = [(n, keys.broker_topics(n), encode_name(n)) for n in index.names]
-    return arrow_frame(spark, list(index_rows.fetch_broker_topics(params, key_column, count, whole, pipeline,
-                                                                  names)), schema)
-
-
-def arrow_frame(spark: Any, batches: list[Any], schema: Any) -> Any:
-    """Arrow batches as a DataFrame through Spark's Arrow path (JVM-side, no Python workers)."""
-    import pyarrow as pa
-
-    if not batches:
-        return spark.createDataFrame([], schema=schema)
-    names = [f.name for f in schema.fields]
-    table = pa.Table.from_batches(batches)
-    arrow_key = "spark.sql.execution.arrow.pyspark.enabled"
-    before = spark.conf.get(arrow_key, "false")
-    spark.conf.set(arrow_key, "true")
-    try:
-        return spark.createDataFrame(table.select(names).to_pandas(), schema=schema)
-    finally:
-        spark.conf.set(arrow_key, before)
+    return list(index_rows.fetch_broker_topics(params, opts.get("key.column", KEY_COLUMN), count, whole,
+                                               pipeline, names))
 
 
 def hash_fields(kind: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import charts
-from .context import Context, chart, iso, rows, summary_head, write_table
+from .context import Context, by_cluster_and_name, chart, iso, rows, summary_head, write_table
 
 DEFAULT_TIMEOUT_MS = 120_000  # a live row without heartbeatTimeoutMillis (BROKER_CHANNEL_EXPIRED_TIME)
 
@@ -47,7 +47,8 @@ def snapshot(ctx: Context) -> dict[str, Any]:
         (age >= F.lit(ctx.flag_ratio) * F.col("timeoutMs")).alias("flagged"),
         (F.col("lastUpdateTimestamp") + F.col("timeoutMs") - F.lit(now)).alias("msUntilExpiry"),
     ).cache()
-    addrs = rows(addrs_df.orderBy(F.desc_nulls_last("ageMs"), "brokerAddr"))
+    # a few hundred rows each: sorted here, not by a Spark sort (a sampling job and a shuffle)
+    addrs = sorted(rows(addrs_df), key=lambda a: (a["ageMs"] is None, -(a["ageMs"] or 0), a["brokerAddr"]))
 
     ctx.stage(job, "broker groups: masters, slaves, live members")
     registered = addrs_df.where(F.col("member"))
@@ -70,8 +71,8 @@ def snapshot(ctx: Context) -> dict[str, Any]:
         F.coalesce("slaves", F.lit(0)).alias("slaves"),
         F.coalesce("liveMembers", F.lit(0)).alias("liveMembers"),
         F.coalesce("addrs", F.array()).alias("addrs"),
-    ).orderBy("cluster", "brokerName")
-    groups = rows(groups_df)
+    )
+    groups = sorted(rows(groups_df), key=by_cluster_and_name)
     addrs_df.unpersist()
 
     heartbeat = [a for a in addrs if a["alive"]]

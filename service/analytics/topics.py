@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 from service.keys import ORDER_TOPIC_CONFIG
 
-from . import charts
-from .context import Context, chart, iso, rows, summary_head, write_table
+from . import arrow, charts
+from .context import Context, by_cluster_and_name, chart, iso, rows, summary_head, write_table
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
 
@@ -56,6 +56,8 @@ def topics(ctx: Context) -> dict[str, Any]:
     Two Spark actions: one row per broker group, one row per topic (with the queue rows
     whose read and write counts differ or whose write bit is clear).
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
     job = "topics"
@@ -82,8 +84,8 @@ def topics(ctx: Context) -> dict[str, Any]:
         F.coalesce("topics", F.lit(0)).alias("topics"),
         F.coalesce("readQueues", F.lit(0)).cast("long").alias("readQueues"),
         F.coalesce("writeQueues", F.lit(0)).cast("long").alias("writeQueues"),
-    ).orderBy("cluster", "brokerName")
-    per_group = rows(per_group_df)
+    )
+    per_group = sorted(rows(per_group_df), key=by_cluster_and_name)
 
     ctx.stage(job, "per topic: broker groups, clusters, read/write mismatch, write permission")
     mismatch = F.col("readQueueNums") != F.col("writeQueueNums")
@@ -97,21 +99,23 @@ def topics(ctx: Context) -> dict[str, Any]:
             "brokerName", "readQueueNums", "writeQueueNums")))).alias("mismatched"),
         F.sort_array(F.collect_list(F.when(~writable, F.struct("brokerName", "perm")))).alias("wiped"),
         F.sum(F.when(F.col("cluster").isNull(), 1).otherwise(0)).alias("rowsWithoutBroker"),
-    ).orderBy("topic")
-    per_topic = rows(per_topic_df)
+    )
+    # one row per topic (~110,000 at fleet size): collected as Arrow and sorted there, then
+    # summarised column-wise; a Python dict per topic would cost more than the aggregation
+    per_topic = arrow.collect(per_topic_df).sort_by("topic")
 
     ctx.stage(job, "order topics from KV ORDER_TOPIC_CONFIG")
     kv = order_topics(ctx)
-    routed = {t["topic"] for t in per_topic}
+    routed = pc.is_in(pa.array(list(kv), pa.string()), value_set=per_topic["topic"]).to_pylist()
 
     ctx.stage(job, "per cluster, skew (max/mean, Gini), redundancy")
     by_cluster: dict[str, list[dict[str, Any]]] = {}
     for g in per_group:
         by_cluster.setdefault(g["cluster"], []).append(g)
-    topics_in: dict[str, int] = {c: 0 for c in by_cluster}
-    for t in per_topic:
-        for c in t["clusters"]:
-            topics_in[c] = topics_in.get(c, 0) + 1
+    topics_in = {c: 0 for c in by_cluster}
+    clusters_of = pc.list_flatten(per_topic["clusters"])
+    for count in pc.value_counts(clusters_of).to_pylist():
+        topics_in[count["values"]] = count["counts"]
     per_cluster = [{
         "cluster": c,
         "topics": topics_in.get(c, 0),
@@ -122,25 +126,29 @@ def topics(ctx: Context) -> dict[str, Any]:
     } for c, gs in sorted(by_cluster.items())]
     writes = [g["writeQueues"] for g in per_group]
     reads = [g["readQueues"] for g in per_group]
-    single = [t["topic"] for t in per_topic if t["brokerGroups"] == 1]
-    mismatch_rows = [{"topic": t["topic"], **m} for t in per_topic for m in t["mismatched"]]
-    wiped_rows = [{"topic": t["topic"], **w} for t in per_topic for w in t["wiped"]]
-    unwritable = [t["topic"] for t in per_topic if len(t["wiped"]) == t["brokerGroups"]]
+    groups_of = per_topic["brokerGroups"]
+    single = per_topic.filter(pc.equal(groups_of, 1))["topic"].to_pylist()
+    mismatched = per_topic.filter(pc.greater(pc.list_value_length(per_topic["mismatched"]), 0))
+    mismatch_rows = [{"topic": t["topic"], **m} for t in mismatched.select(["topic", "mismatched"]).to_pylist()
+                     for m in t["mismatched"]]
+    wiped = per_topic.filter(pc.greater(pc.list_value_length(per_topic["wiped"]), 0))
+    wiped_rows = [{"topic": t["topic"], **w} for t in wiped.select(["topic", "wiped"]).to_pylist() for w in t["wiped"]]
+    unwritable = wiped.filter(pc.equal(pc.list_value_length(wiped["wiped"]), wiped["brokerGroups"]))["topic"].to_pylist()
     summary: dict[str, Any] = {
         **summary_head(ctx, job, now),
         "counts": {
-            "topics": len(per_topic),
-            "queueRows": sum(t["brokerGroups"] for t in per_topic),
+            "topics": per_topic.num_rows,
+            "queueRows": int(pc.sum(groups_of).as_py() or 0),
             "brokerGroups": len(per_group),
             "clusters": len(by_cluster),
             "readQueues": sum(reads),
             "writeQueues": sum(writes),
             "singleGroupTopics": len(single),
-            "readWriteMismatchTopics": sum(1 for t in per_topic if t["mismatched"]),
-            "writeWipedTopics": sum(1 for t in per_topic if t["wiped"]),
+            "readWriteMismatchTopics": mismatched.num_rows,
+            "writeWipedTopics": wiped.num_rows,
             "unwritableTopics": len(unwritable),
             "orderTopics": len(kv),
-            "queueRowsWithoutBroker": sum(t["rowsWithoutBroker"] for t in per_topic),
+            "queueRowsWithoutBroker": int(pc.sum(per_topic["rowsWithoutBroker"]).as_py() or 0),
         },
         "perBrokerGroup": per_group,
         "perCluster": per_cluster,
@@ -158,7 +166,7 @@ def topics(ctx: Context) -> dict[str, Any]:
         "readWriteMismatch": mismatch_rows,
         "writeWiped": wiped_rows,
         "unwritableTopics": unwritable,
-        "orderTopics": [{"topic": t, "orderTopicConf": conf, "routed": t in routed} for t, conf in kv.items()],
+        "orderTopics": [{"topic": t, "orderTopicConf": conf, "routed": r} for (t, conf), r in zip(kv.items(), routed)],
     }
 
     if ctx.out is not None:

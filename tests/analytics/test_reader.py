@@ -89,6 +89,30 @@ def test_index_reader_reads_names_that_need_escaping(spark, redis_url):
         q.topic for q in model.queues}
 
 
+def test_index_reader_pages_a_hash_bigger_than_hgetall_max_and_reads_the_same_rows(spark, redis_url):
+    import redis
+
+    from service.analytics.reader import DEFAULT_HGETALL_MAX, DEFAULT_HSCAN_COUNT
+    from tests.analytics.seed import Member, Model, Queue, write_model
+
+    n = 2 * DEFAULT_HGETALL_MAX + 500
+    model = Model(groups={"big": "C"}, members=[Member("10.0.0.1:10911", "C", "big", 0)],
+                  queues=[Queue(f"T{i}", "big", 1 + i % 8, 1 + i % 8) for i in range(n)])
+    client = redis.Redis.from_url(redis_url)
+    try:
+        write_model(client, model)
+        client.config_resetstat()
+        opts = url_to_options(redis_url)
+        by_index = {tuple(r) for r in read_table(spark, "queue", options=opts, reader="index").collect()}
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    assert "cmdstat_hgetall" not in stats
+    assert stats["cmdstat_hscan"]["calls"] >= n // DEFAULT_HSCAN_COUNT
+    by_pattern = {tuple(r) for r in read_table(spark, "queue", options=opts, reader="builtin").collect()}
+    assert by_index == by_pattern and len(by_index) == n
+
+
 def test_keys_gone_between_scan_and_hmget_give_no_row(spark, seeded, monkeypatch):
     model, now, url = seeded
     real_scan = reader_mod.scan_keys
