@@ -6,7 +6,7 @@ schema of ``schemas.py``. It reads through
 * the **index reader** (default): the rows the registry's own indexes list (``index.py``:
   the cluster SETs, the ``addrs`` HASHes, the expiry ZSET), pipelined HMGET of those keys
   on the executors, and the ``queue`` table from the per-broker-name ``broker-topics``
-  HASHes (``_index_partition.py``: HSCAN pages, Arrow batches). No pattern SCAN;
+  HASHes (``index_rows.py``: HSCAN pages, Arrow batches). No pattern SCAN;
 * the **pattern reader** (``builtin``): SCAN with ``keys.pattern`` on the driver, the keys
   split into ``partitions.number`` partitions, pipelined HMGET (``max.pipeline.size``
   commands a round trip) on the executors with redis-py in ``mapPartitions``;
