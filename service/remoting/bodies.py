@@ -60,15 +60,35 @@ def _check_topic_count(count: int, max_topics: int | None) -> None:
         raise BodyError(f"{count} topics; at most {max_topics} topics per registration (RMQ_MAX_TOPICS_PER_REGISTRATION)")
 
 
-def _inflate(body: bytes) -> bytes:
-    """The whole zlib stream, at most MAX_INFLATED bytes of it: a bomb costs no more."""
+# The first bytes inflated: they hold the DataVersion part and the topic count.
+_HEAD = 64 * 1024
+
+
+def _inflate(body: bytes, max_topics: int | None) -> bytes:
+    """The whole zlib stream, at most MAX_INFLATED bytes of it: a bomb costs no more. A topic
+    count over `max_topics` is refused from the stream's first bytes, before the rest."""
+    inflater = zlib.decompressobj()
     try:
-        data = zlib.decompressobj().decompress(body, MAX_INFLATED + 1)
+        data = inflater.decompress(body, _HEAD)
+        if max_topics is not None:
+            _check_head(data, max_topics)
+        if inflater.unconsumed_tail:
+            data += inflater.decompress(inflater.unconsumed_tail, MAX_INFLATED + 1 - len(data))
     except zlib.error as e:
         raise BodyError(f"compressed RegisterBrokerBody does not inflate: {e}") from None
     if len(data) > MAX_INFLATED:
         raise BodyError(f"compressed RegisterBrokerBody inflates past {MAX_INFLATED} bytes")
     return data
+
+
+def _check_head(head: bytes, max_topics: int) -> None:
+    """The topic count after the DataVersion part, when the head holds it."""
+    if len(head) < 4:
+        return
+    (n,) = _INT32.unpack_from(head, 0)
+    if 0 <= n and 4 + n + 4 <= len(head):
+        (count,) = _INT32.unpack_from(head, 4 + n)
+        _check_topic_count(count, max_topics)
 
 
 class _Parts:
@@ -134,7 +154,7 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict
     5.0.0 on int32 count + count x (int32 n + TopicQueueMappingInfo JSON), which a
     NameServer keeps only for static topics and we do not use.
     """
-    stream = _Parts(_inflate(body))
+    stream = _Parts(_inflate(body, max_topics))
     data_version = json_body(stream.part(), "DataVersion")
     count = stream.count()
     _check_topic_count(count, max_topics)
