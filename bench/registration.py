@@ -43,6 +43,8 @@ def main() -> None:
     sha = script_sha("register")
     # an unchanged re-registration takes the fast path, a script of its own
     fast_sha = script_sha("register_unchanged")
+    # a new group's big first registration is staged in slices before register.lua publishes it
+    stage_sha = script_sha("register_stage")
     results: dict[str, dict] = {}
 
     with redis_server() as rs, workers(rs.url) as [port]:
@@ -51,7 +53,7 @@ def main() -> None:
         r.config_set("slowlog-max-len", 1024)
         client = Client(port)
 
-        def timed(body: bytes) -> tuple[float, int | None]:
+        def timed(body: bytes) -> tuple[float, int | None, int | None]:
             r.slowlog_reset()
             t0 = time.perf_counter()
             status, answer = client.request("POST", "/v1/brokers/register", body)
@@ -59,14 +61,14 @@ def main() -> None:
             if status != 200:
                 raise RuntimeError(f"register answered {status}: {answer[:300]!r}")
             full = script_time_us(r, sha)
-            return elapsed * 1000, full if full is not None else script_time_us(r, fast_sha)
+            return elapsed * 1000, full if full is not None else script_time_us(r, fast_sha), script_time_us(r, stage_sha)
 
         for n in sizes:
             names = topics(n)
             first = json.dumps(registration(name="broker-a", topics=names, version=1)).encode()
             changed = [json.dumps(registration(name="broker-a", topics=names, version=2 + i)).encode()
                        for i in range(reps)]
-            cases: dict[str, list[tuple[float, int | None]]] = {"first": [], "unchanged": [], "changed": []}
+            cases: dict[str, list[tuple[float, int | None, int | None]]] = {"first": [], "unchanged": [], "changed": []}
             for i in range(reps):
                 r.flushall()
                 cases["first"].append(timed(first))
@@ -75,18 +77,19 @@ def main() -> None:
                 cases["changed"].append(timed(changed[i]))
             results[str(n)] = {
                 case: {
-                    "client_ms": median([c for c, _ in samples]),
-                    "redis_ms": median([s / 1000 for _, s in samples if s is not None]) if any(
-                        s is not None for _, s in samples) else None,
-                    "client_ms_all": [round(c, 3) for c, _ in samples],
-                    "redis_us_all": [s for _, s in samples],
+                    "client_ms": median([c for c, _, _ in samples]),
+                    "redis_ms": median([s / 1000 for _, s, _ in samples if s is not None]) if any(
+                        s is not None for _, s, _ in samples) else None,
+                    "client_ms_all": [round(c, 3) for c, _, _ in samples],
+                    "redis_us_all": [s for _, s, _ in samples],
+                    "stage_us_all": [s for _, _, s in samples],  # the longest slice, when staged
                 }
                 for case, samples in cases.items()
             }
             results[str(n)]["body_bytes"] = len(first)
             print(n, {k: (round(v["client_ms"], 2), v["redis_ms"]) for k, v in results[str(n)].items() if k != "body_bytes"})
         longest = max((s for size in results.values() for case in ("first", "unchanged", "changed")
-                       for s in size[case]["redis_us_all"] if s is not None), default=0)
+                       for s in size[case]["redis_us_all"] + size[case]["stage_us_all"] if s is not None), default=0)
 
     summary = []
     for n, res in results.items():
@@ -96,7 +99,8 @@ def main() -> None:
             if res[case]["redis_ms"] is not None:
                 script = "register_unchanged.lua" if case == "unchanged" else "register.lua"
                 summary.append(row(f"register {int(n):,} topics, {case}: {script} in Redis", res[case]["redis_ms"], "ms"))
-    summary.append(row("register: longest registration script (SLOWLOG)", longest / 1000, "ms", "goal <= 20 ms at 10,000 topics"))
+    summary.append(row("register: longest registration script (SLOWLOG; register.lua, register_unchanged.lua or "
+                       "a register_stage.lua slice)", longest / 1000, "ms", "goal <= 20 ms at 10,000 topics"))
     write_result(args.out, "registration", {"sizes": sizes, "reps": reps, "statistic": "median"},
                  {"by_topics": results, "longest_script_ms": longest / 1000}, summary, machine)
 

@@ -1,5 +1,5 @@
--- One slice of a staged first registration: the QueueData of a master whose group no
--- reader sees yet, written a slice at a time so that no script runs long, and published
+-- One slice of a staged first registration: the QueueData of a master whose group has none
+-- yet (a new group, or one only its slave registered), written a slice at a time so that no script runs long, and published
 -- whole by the master's registration (register.lua), which finds them in place.
 --
 -- A group is staging while broker:<name> holds 'staging': route readers skip it (as if it
@@ -20,7 +20,9 @@ local CLEAN = 1000  -- pairs removed per call: each is a few keys
 local row = redis.call('HMGET', K.broker(name), 'cluster', 'staging', 'topicsGen')
 
 if generation == '' then
-  if row[1] and not row[2] then
+  -- a visible group is staged only while it has no QueueData (its slave registered first):
+  -- readers skipping it then see what they saw before, a group without queues
+  if row[1] and not row[2] and redis.call('EXISTS', K.broker_topics(name)) == 1 then
     return {publish_if_changed(), 'published'}
   end
   local left = redis.call('HKEYS', K.broker_topics(name))

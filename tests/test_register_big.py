@@ -161,6 +161,48 @@ async def test_a_new_groups_big_registration_is_seen_whole_or_not_at_all(setting
     assert (await reader.route("S0150")).data is not None and violations(r) == []
 
 
+async def test_a_masters_big_first_registration_after_its_slaves_is_staged_and_seen_whole_or_not_at_all(
+        settings: Settings, r: redis.Redis) -> None:
+    # at a cluster's start the slave often registers first: its group is then visible,
+    # with no QueueData yet, and the master's 10,000 topics would otherwise be one script
+    reader = registry(settings)
+    await reader.register(request(settings, {"Shared": topic_config("Shared")}, 1, name="broker-old",
+                                  addr="10.0.0.9:10911"))
+    slave = registration(name="broker-a", addr="10.0.0.2:10911", broker_id=1, topics={"S0000": topic_config("S0000")})
+    await reader.register(validated(RegisterRequest, slave, settings))
+    topics = {"Shared": topic_config("Shared", write=16)} | table(300, prefix="S")
+    writer = staged_registry(settings)
+    done = asyncio.Event()
+    staged_reads = 0
+    seen: list[bool] = []
+
+    async def read() -> None:
+        nonlocal staged_reads
+        while not done.is_set():
+            staged_reads += r.hexists("{rmq}:broker:broker-a", "staging")
+            for topic in ("S0000", "S0299"):
+                seen.append((await reader.route(topic)).body is not None)
+            listed = [t for t in (await reader.topic_list("all"))[1]["topicList"] if t.startswith("S0")]
+            assert len(listed) in (0, 300), f"{len(listed)} of the 300 topics listed"
+            seen.append(len(listed) == 300)
+            shared = (await reader.route("Shared")).data
+            shape = (len(shared["queueDatas"]), len(shared["brokerDatas"]))
+            assert shape in ((1, 1), (2, 2)), f"a route of Shared with {shape} QueueData and BrokerData"
+            seen.append(shape == (2, 2))
+            await asyncio.sleep(0)
+
+    reading = asyncio.create_task(read())
+    await writer.register(request(settings, topics, 1))
+    done.set()
+    await reading
+    assert writer.register_paths == {"staged": 1, "diff": 1}
+    assert staged_reads > 0, "no read ran while the registration was staged"
+    assert seen == sorted(seen), "a read saw the registration, a later one did not"
+    route = (await reader.route("S0150")).data
+    assert route is not None and sorted(route["brokerDatas"][0]["brokerAddrs"]) == ["0", "1"]
+    assert violations(r) == []
+
+
 async def test_a_staging_that_never_published_is_invisible_and_removed_by_the_next(settings: Settings, r: redis.Redis) -> None:
     reg = staged_registry(settings)
     # a worker stopped after two slices of a staged registration
