@@ -28,8 +28,9 @@ TITLES = {
     "tcp_reads_during_registration": "7c. Route reads (TCP) while big brokers register, against the Java NameServer",
     "changing_reads": "8. Random-topic route reads while another group changes (10,000 topics)",
     "fleet": "9. Fleet size: 300 broker groups, 100,000 topics",
-    "analytics_197k": "10. Analytics `all`, index reader against pattern reader, ~200,000 pairs",
-    "analytics_992k": "10b. Analytics `all`, index reader against pattern reader, ~1,000,000 pairs",
+    "analytics_197k": "10. Analytics `all` at ~200,000 pairs: the code before this round's analytics changes "
+                      "(checkout `pre21`, commit 5afd8c5) against main, where the wall time goes",
+    "analytics_992k": "10b. Analytics `all` at ~1,000,000 pairs, main, where the wall time goes",
     "analytics_992k_checkouts": "10c. Analytics `all` at ~1,000,000 pairs: main's checkout against branch h21, "
                                 "where the wall time goes",
     "analytics_992k_prefetch": "10d. As 10c, with h21's first version (queue rows fetched during the snapshot)",
