@@ -7,7 +7,7 @@ lua/register_stage.lua). Against the test's real redis-server."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Awaitable
 
 import pytest
 import orjson
@@ -125,36 +125,50 @@ def staged_registry(settings: Settings) -> Registry:
     return reg
 
 
+async def reads_while(registering: Awaitable[Any], reader: Registry, r: redis.Redis, topics: tuple[str, ...],
+                      shared: bool = False) -> tuple[int, list[bool]]:
+    """Reads while `registering` (broker-a's staged registration of S0000..S0299) runs: the
+    routes of `topics`, the topic list and, with `shared`, the route of Shared (broker-old's,
+    which broker-a adds to), each asserted whole. How many reads found broker-a staging,
+    and for each read in turn whether it saw the registration."""
+    done = asyncio.Event()
+    staged_reads = 0
+    seen: list[bool] = []
+
+    async def read() -> None:
+        nonlocal staged_reads
+        while not done.is_set():
+            staged_reads += r.hexists("{rmq}:broker:broker-a", "staging")
+            for topic in topics:
+                seen.append((await reader.route(topic)).body is not None)
+            listed = [t for t in (await reader.topic_list("all"))[1]["topicList"] if t.startswith("S0")]
+            assert len(listed) in (0, 300), f"{len(listed)} of the 300 topics listed"
+            seen.append(len(listed) == 300)
+            if shared:
+                route = (await reader.route("Shared")).data
+                assert route is not None
+                shape = (len(route["queueDatas"]), len(route["brokerDatas"]))
+                assert shape in ((1, 1), (2, 2)), f"a route of Shared with {shape} QueueData and BrokerData"
+                seen.append(shape == (2, 2))
+            await asyncio.sleep(0)
+
+    reading = asyncio.create_task(read())
+    try:
+        await registering
+    finally:
+        done.set()
+        await reading
+    return staged_reads, seen
+
+
 async def test_a_new_groups_big_registration_is_seen_whole_or_not_at_all(settings: Settings, r: redis.Redis) -> None:
     reader = registry(settings)
     await reader.register(request(settings, {"Shared": topic_config("Shared")}, 1, name="broker-old",
                                   addr="10.0.0.9:10911"))
     topics = {"Shared": topic_config("Shared", write=16)} | table(300, prefix="S")  # Shared in the first slice
     writer = staged_registry(settings)
-    done = asyncio.Event()
-    staged_reads = 0
-    seen: list[bool] = []  # each read in turn: did it see the registration?
-
-    async def read() -> None:
-        nonlocal staged_reads
-        while not done.is_set():
-            staged_reads += r.hexists("{rmq}:broker:broker-a", "staging")
-            for topic in ("S0000", "S0150", "S0299"):
-                seen.append((await reader.route(topic)).body is not None)
-            listed = [t for t in (await reader.topic_list("all"))[1]["topicList"] if t.startswith("S0")]
-            assert len(listed) in (0, 300), f"{len(listed)} of the 300 topics listed"
-            seen.append(len(listed) == 300)
-            shared = (await reader.route("Shared")).data
-            assert shared is not None
-            shape = (len(shared["queueDatas"]), len(shared["brokerDatas"]))
-            assert shape in ((1, 1), (2, 2)), f"a route of Shared with {shape} QueueData and BrokerData"
-            seen.append(shape == (2, 2))
-            await asyncio.sleep(0)
-
-    reading = asyncio.create_task(read())
-    await writer.register(request(settings, topics, 1))
-    done.set()
-    await reading
+    staged_reads, seen = await reads_while(writer.register(request(settings, topics, 1)), reader, r,
+                                           ("S0000", "S0150", "S0299"), shared=True)
     assert writer.register_paths == {"staged": 1, "diff": 1}
     assert staged_reads > 0, "no read ran while the registration was staged"
     assert seen == sorted(seen), "a read saw the registration, a later one did not"
@@ -172,29 +186,8 @@ async def test_a_masters_big_first_registration_after_its_slaves_is_staged_and_s
     await reader.register(validated(RegisterRequest, slave, settings))
     topics = {"Shared": topic_config("Shared", write=16)} | table(300, prefix="S")
     writer = staged_registry(settings)
-    done = asyncio.Event()
-    staged_reads = 0
-    seen: list[bool] = []
-
-    async def read() -> None:
-        nonlocal staged_reads
-        while not done.is_set():
-            staged_reads += r.hexists("{rmq}:broker:broker-a", "staging")
-            for topic in ("S0000", "S0299"):
-                seen.append((await reader.route(topic)).body is not None)
-            listed = [t for t in (await reader.topic_list("all"))[1]["topicList"] if t.startswith("S0")]
-            assert len(listed) in (0, 300), f"{len(listed)} of the 300 topics listed"
-            seen.append(len(listed) == 300)
-            shared = (await reader.route("Shared")).data
-            shape = (len(shared["queueDatas"]), len(shared["brokerDatas"]))
-            assert shape in ((1, 1), (2, 2)), f"a route of Shared with {shape} QueueData and BrokerData"
-            seen.append(shape == (2, 2))
-            await asyncio.sleep(0)
-
-    reading = asyncio.create_task(read())
-    await writer.register(request(settings, topics, 1))
-    done.set()
-    await reading
+    staged_reads, seen = await reads_while(writer.register(request(settings, topics, 1)), reader, r,
+                                           ("S0000", "S0299"), shared=True)
     assert writer.register_paths == {"staged": 1, "diff": 1}
     assert staged_reads > 0, "no read ran while the registration was staged"
     assert seen == sorted(seen), "a read saw the registration, a later one did not"
@@ -249,25 +242,8 @@ def last_change(r: redis.Redis) -> list[str]:
 async def test_a_big_registration_of_new_topics_alone_in_staging_is_published_whole_at_once(
         settings: Settings, r: redis.Redis) -> None:
     reader, writer = registry(settings), staged_registry(settings)
-    done = asyncio.Event()
-    staged_reads = 0
-    seen: list[bool] = []
-
-    async def read() -> None:
-        nonlocal staged_reads
-        while not done.is_set():
-            staged_reads += r.hexists("{rmq}:broker:broker-a", "staging")
-            for topic in ("S0000", "S0299"):
-                seen.append((await reader.route(topic)).body is not None)
-            listed = [t for t in (await reader.topic_list("all"))[1]["topicList"] if t.startswith("S0")]
-            assert len(listed) in (0, 300), f"{len(listed)} of the 300 topics listed"
-            seen.append(len(listed) == 300)
-            await asyncio.sleep(0)
-
-    reading = asyncio.create_task(read())
-    await writer.register(request(settings, table(300, prefix="S"), 1))
-    done.set()
-    await reading
+    staged_reads, seen = await reads_while(writer.register(request(settings, table(300, prefix="S"), 1)), reader, r,
+                                           ("S0000", "S0299"))
     assert staged_reads > 0 and seen == sorted(seen)
     assert (await reader.route("S0150")).body is not None
     # published in one step: the staged set dropped whole, new topics' and the group's tags only

@@ -82,13 +82,15 @@ def _inflate(body: bytes, max_topics: int | None) -> bytes:
 
 
 def _check_head(head: bytes, max_topics: int) -> None:
-    """The topic count after the DataVersion part, when the head holds it."""
-    if len(head) < 4:
+    """The topic count after the DataVersion part, when the head holds it (a head that does
+    not, or is malformed, is left to the full read, which says so)."""
+    stream = _Parts(head)
+    try:
+        stream.part()
+        count = stream.count()
+    except BodyError:
         return
-    (n,) = _INT32.unpack_from(head, 0)
-    if 0 <= n and 4 + n + 4 <= len(head):
-        (count,) = _INT32.unpack_from(head, 4 + n)
-        _check_topic_count(count, max_topics)
+    _check_topic_count(count, max_topics)
 
 
 class _Parts:
