@@ -121,10 +121,10 @@ class Registry:
         tail = [orjson.dumps(req.filterServerList or []), channel, digest]
         name, master = req.brokerName, req.brokerId == 0
         table = wrapper.topicConfigTable if master else {}  # a slave's topics are not stored
-        size = len(table)
         fps = wrapper.fingerprints if master else {}
         if fps is None:  # a table that went through the full validation (skipped topics)
-            fps = await registration.off_loop(size, registration.fingerprints, table)
+            fps = await registration.off_loop(len(table), registration.fingerprints, table)
+        size = len(fps)
         copy = self.copies.get(name) if master else None
         for _ in range(2):  # a copy found out of date, then perhaps a staging
             if copy is None and master and size >= self.STAGE_MIN:

@@ -41,6 +41,7 @@ from service.registry import Registry
 from service.addresses import AddressList
 from service.auth import TokenFile
 from service.remoting import acl, bodies, codes
+from service.remoting.body_deltas import BodyDeltas, flat_table_start
 from service.remoting.codec import Command, response_to
 from service.remoting.namesrv_config import properties as namesrv_config_values
 from service.store import NotReplicated, OutcomeUnknown, Store, StoreRefusing, StoreUnavailable, outcome_text
@@ -91,6 +92,7 @@ class Context:
         self.listen_port = node.settings.remoting_port  # the bound one once the server listens
         # large bodies are decoded one at a time (see ``decoded``)
         self.decode_turn = asyncio.Semaphore(1)
+        self.deltas = BodyDeltas()  # big brokers' last bodies: the next is read as a change
 
 
 Handler = Callable[[Context, Command], Awaitable[Command]]
@@ -208,8 +210,54 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     crc = long_field(cmd, "bodyCrc32", required=False) or 0
     if crc != 0 and crc != bodies.crc32(cmd.body):
         return fail(cmd, codes.SYSTEM_ERROR, "crc32 not match")
-    req = await decoded(ctx, cmd, lambda: register_request(ctx, cmd, data))
+    key = cmd.ext_fields.get("brokerAddr", "")
+    req = delta_request(ctx, cmd, key, data)
+    if req is None:
+        req, start = await decoded(ctx, cmd, lambda: whole_request(ctx, cmd, data))
+        fps = req.topicConfigSerializeWrapper.fingerprints
+        if start >= 0 and fps is not None:
+            ctx.deltas.keep(key, cmd.body, fps, start)
     return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
+
+
+def plain(cmd: Command) -> bool:
+    """A RegisterBrokerBody in plain JSON (not compressed, nor the bare wrapper of a broker
+    older than 3.0.11): the form a body may be read as a change to the previous one in."""
+    return cmd.version >= codes.V3_0_11 and cmd.body[:1] == b"{" and not bool_field(cmd, "compressed")
+
+
+def delta_request(ctx: Context, cmd: Command, key: str, data: dict[str, Any]) -> RegisterRequest | None:
+    """The request of a big plain body read as a change to the last one from `key`
+    (service/remoting/body_deltas.py), or None: it is decoded whole. Anything a whole
+    decode would refuse or skip goes the whole way, so its answer is the same."""
+    delta = ctx.deltas.read(key, cmd.body) if plain(cmd) else None
+    if delta is None:
+        return None
+    doc = delta.head
+    wrapper = doc["topicConfigSerializeWrapper"]
+    try:
+        req = request_of(ctx, cmd, dict(data), {**doc, "topicConfigSerializeWrapper": {
+            **wrapper, "topicConfigTable": delta.configs}})
+    except RemotingError:
+        return None
+    read = req.topicConfigSerializeWrapper
+    fps = delta.fingerprints(read.fingerprints) if read.fingerprints is not None and not read.skipped else None
+    if fps is None or len(fps) > ctx.settings.max_topics_per_registration:
+        ctx.deltas.drop(key)
+        return None
+    read.registering(fps)
+    ctx.deltas.keep(key, cmd.body, fps, delta.start)
+    ctx.deltas.reads += 1
+    return req
+
+
+def whole_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, int]:
+    """The request, and where its body's table starts when the body may be held for the
+    next one to be read as a change (-1 when not: see service/remoting/body_deltas.py)."""
+    req = register_request(ctx, cmd, data)
+    wrapper = req.topicConfigSerializeWrapper
+    held = plain(cmd) and wrapper.fingerprints is not None and not wrapper.skipped
+    return req, flat_table_start(cmd.body, len(wrapper.topicConfigTable)) if held else -1
 
 
 def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> RegisterRequest:
@@ -225,6 +273,11 @@ def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> Regist
         raise RemotingError(codes.SYSTEM_ERROR, f"Failed to decode RegisterBrokerBody: {e}") from None
     if not isinstance(doc, dict):
         raise RemotingError(codes.SYSTEM_ERROR, "Failed to decode RegisterBrokerBody: not an object")
+    return request_of(ctx, cmd, data, doc)
+
+
+def request_of(ctx: Context, cmd: Command, data: dict[str, Any], doc: dict[str, Any]) -> RegisterRequest:
+    """The request of header fields `data` and RegisterBrokerBody `doc`."""
     data["haServerAddr"] = cmd.ext_fields.get("haServerAddr")
     data["heartbeatTimeoutMillis"] = long_field(cmd, "heartbeatTimeoutMillis", required=False)
     data["topicConfigSerializeWrapper"] = doc.get("topicConfigSerializeWrapper")

@@ -51,7 +51,8 @@ log = logging.getLogger(__name__)
 class RequestCounts(Collector):
     """``rmq_remoting_requests_total{code,response}``, from the server's plain counts: a
     labelled Prometheus counter costs a lock and a label lookup per request. Also the
-    connections: open now, refused, and closed by the server by reason."""
+    connections: open now, refused, and closed by the server by reason; and registration
+    bodies read as a change to their broker's previous one."""
 
     def __init__(self, server: "RemotingServer") -> None:
         self.server = server
@@ -74,6 +75,9 @@ class RequestCounts(Collector):
             closed.add_metric([reason], self.server.closed[reason])
         yield refused
         yield closed
+        yield CounterMetricFamily("rmq_remoting_registrations_read_as_delta",
+                                  "big plain registration bodies read as a change to the same broker's previous one "
+                                  "(only the topic configs that differ decoded)", value=self.server.ctx.deltas.reads)
 
 
 # A connection whose peer reads its answers slower than it sends requests is paused once

@@ -20,7 +20,8 @@ def register(reg: dict[str, Any] | None = None, *, compressed: bool = False, crc
     reg = reg or registration()
     doc = {"topicConfigSerializeWrapper": reg["topicConfigSerializeWrapper"],
            "filterServerList": reg.get("filterServerList") or []}
-    body = bodies.compress_register_body(doc, version) if compressed else orjson.dumps(doc)
+    # fastjson writes a bean's fields in name order: the table comes last
+    body = bodies.compress_register_body(doc, version) if compressed else orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
     ext = {
         "brokerName": reg["brokerName"], "brokerAddr": reg["brokerAddr"], "clusterName": reg["clusterName"],
         "haServerAddr": reg.get("haServerAddr") or "", "brokerId": str(reg["brokerId"]),

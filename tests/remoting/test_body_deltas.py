@@ -1,0 +1,192 @@
+"""A big broker's registration body read as a change to its previous one
+(service/remoting/body_deltas.py): whatever the change, the table it reads is the one a
+whole decode reads, or it declines and the body is decoded whole."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+import pytest
+
+from service.models import plain_fingerprints
+from service.remoting.body_deltas import MIN_BYTES, BodyDeltas, Delta, flat_table_start
+from tests.builders import topic_config
+
+N = 1_000  # ~140 KB of JSON: over MIN_BYTES
+
+
+def table(n: int = N, prefix: str = "orders.") -> dict[str, dict[str, Any]]:
+    return {f"{prefix}{i:05d}": topic_config(f"{prefix}{i:05d}", read=8, write=8) for i in range(n)}
+
+
+def body(topics: dict[str, Any], counter: int = 1, filters: list[str] | None = None) -> bytes:
+    """RegisterBrokerBody as fastjson writes it (fields in name order, the table last); the
+    table in the order given, as fastjson writes a map in its iteration order."""
+    head = orjson.dumps({"filterServerList": filters or [], "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": counter, "timestamp": 1700000000000 + counter}}})
+    return head[:-2] + b',"topicConfigTable":' + orjson.dumps(topics) + b"}}"
+
+
+def fps(topics: dict[str, Any]) -> dict[str, str]:
+    found = plain_fingerprints(topics, 1024, 100_000)
+    assert found is not None
+    return found
+
+
+def held(topics: dict[str, Any], key: str = "10.0.0.1:10911") -> tuple[BodyDeltas, bytes]:
+    deltas = BodyDeltas()
+    first = body(topics)
+    start = flat_table_start(first, len(topics))
+    assert start > 0
+    deltas.keep(key, first, fps(topics), start)
+    return deltas, first
+
+
+def read_table(delta: Delta) -> dict[str, str] | None:
+    """The fingerprints of the table the delta reads, as the handler works them out."""
+    found = plain_fingerprints(delta.configs, 1024, 100_000)
+    assert found is not None
+    return delta.fingerprints(found)
+
+
+def test_the_body_is_fastjsons_layout() -> None:
+    assert orjson.loads(body(table(2))) == {"filterServerList": [], "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": 1, "timestamp": 1700000000001}, "topicConfigTable": table(2)}}
+    assert len(body(table())) > MIN_BYTES
+
+
+def test_one_changed_topic_is_the_only_config_decoded() -> None:
+    topics = table()
+    deltas, _ = held(topics)
+    changed = dict(topics)
+    changed["orders.00500"] = {**changed["orders.00500"], "writeQueueNums": 16}
+    delta = deltas.read("10.0.0.1:10911", body(changed, counter=2))
+    assert delta is not None
+    assert delta.configs == {"orders.00500": changed["orders.00500"]}
+    assert delta.replaced == ["orders.00500"]
+    assert delta.head["topicConfigSerializeWrapper"]["dataVersion"]["counter"] == 2
+    assert read_table(delta) == fps(changed)
+
+
+def test_a_new_data_version_alone_decodes_no_config() -> None:
+    topics = table()
+    deltas, _ = held(topics)
+    delta = deltas.read("10.0.0.1:10911", body(topics, counter=7))
+    assert delta is not None
+    assert (delta.configs, delta.replaced) == ({}, [])
+    assert read_table(delta) == fps(topics)
+
+
+def test_another_brokers_body_is_decoded_whole() -> None:
+    deltas, first = held(table())
+    assert deltas.read("10.0.0.2:10911", first) is None
+
+
+def edit(rng: random.Random, topics: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One of the changes a broker's table goes through, at a random place."""
+    names = list(topics)
+    at = rng.randrange(len(names))
+    kind = rng.choice(["change", "add", "remove", "rename", "reorder", "many", "prefix"])
+    out = dict(topics)
+    if kind == "change":
+        out[names[at]] = {**out[names[at]], "perm": rng.choice((2, 4, 6)), "readQueueNums": rng.randint(1, 64)}
+    elif kind == "add":  # inserted where a hash map's order puts it: anywhere
+        items = list(out.items())
+        new = f"orders.new{rng.randrange(10**6)}"
+        items.insert(at, (new, topic_config(new, read=rng.randint(1, 16))))
+        out = dict(items)
+    elif kind == "remove":
+        del out[names[at]]
+    elif kind == "rename":
+        items = list(out.items())
+        new = names[at] + "x"
+        items[at] = (new, {**items[at][1], "topicName": new})
+        out = dict(items)
+    elif kind == "reorder":  # a rehash: the same topics in another order
+        items = list(out.items())
+        rng.shuffle(items)
+        out = dict(items)
+    elif kind == "many":
+        for name in rng.sample(names, 20):
+            out[name] = {**out[name], "writeQueueNums": rng.randint(1, 64)}
+    else:  # a name that shares its start with its neighbour's
+        out[names[at] + "0"] = topic_config(names[at] + "0")
+    return out
+
+
+def test_whatever_the_change_the_table_read_is_the_whole_decodes() -> None:
+    rng = random.Random(11)
+    topics = table(600)
+    key = "10.0.0.1:10911"
+    deltas, _ = held(topics, key)
+    read = 0
+    for counter in range(2, 300):
+        topics = edit(rng, topics)
+        raw = body(topics, counter)
+        delta = deltas.read(key, raw)
+        whole = fps(topics)
+        if delta is None:  # declined: decoded whole, as the handler then does
+            deltas.keep(key, raw, whole, flat_table_start(raw, len(topics)))
+            continue
+        read += 1
+        assert delta.head["topicConfigSerializeWrapper"]["dataVersion"]["counter"] == counter
+        got = read_table(delta)
+        assert got == whole, counter
+        deltas.keep(key, raw, got, delta.start)
+    assert read > 200  # most changes were read as a delta
+
+
+def test_a_topic_named_twice_is_not_read_as_a_delta() -> None:
+    topics = table()
+    deltas, first = held(topics)
+    # a body naming orders.00010 again, where orders.00500 was: a whole decode says what it means
+    raw = first.replace(b'"orders.00500"', b'"orders.00010"')
+    delta = deltas.read("10.0.0.1:10911", raw)
+    assert delta is not None and read_table(delta) is None
+
+
+@pytest.mark.parametrize("raw", [
+    # the table not last in its wrapper
+    orjson.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+        "topicConfigTable": table(), "dataVersion": {"counter": 2, "timestamp": 2}}}),
+    # another field after the wrapper
+    body(table())[:-1] + b',"zz":1}',
+    # whitespace between the configs: still JSON, not fastjson's
+    body(table()).replace(b'},"', b'}, "'),
+], ids=["table-first", "field-after", "spaced"])
+def test_a_body_laid_out_otherwise_is_decoded_whole(raw: bytes) -> None:
+    deltas, _ = held(table())
+    delta = deltas.read("10.0.0.1:10911", raw)
+    if delta is not None:  # it may still read the part that differs, never another table
+        assert read_table(delta) == fps(orjson.loads(raw)["topicConfigSerializeWrapper"]["topicConfigTable"])
+
+
+def test_a_table_with_a_brace_in_a_name_is_not_held() -> None:
+    topics = table()
+    topics["odd}{name"] = topic_config("odd}{name")
+    assert flat_table_start(body(topics), len(topics)) == -1
+
+
+def test_a_table_with_nested_objects_is_not_held() -> None:
+    topics = {name: {**config, "attributes": {"+queue.type": "Normal"}} for name, config in table().items()}
+    assert flat_table_start(body(topics), len(topics)) == -1
+
+
+def test_small_bodies_are_not_held() -> None:
+    small = body(table(10))
+    assert flat_table_start(small, 10) == -1
+
+
+def test_the_bodies_held_are_bounded_in_bytes_least_recently_used_going_first() -> None:
+    topics = table()
+    raw = body(topics)
+    deltas = BodyDeltas(max_bytes=2 * len(raw) + 10)
+    start = flat_table_start(raw, len(topics))
+    for key in ("a", "b"):
+        deltas.keep(key, raw, fps(topics), start)
+    assert deltas.read("a", raw) is not None  # "a" used last: "b" goes first
+    deltas.keep("c", raw, fps(topics), start)
+    assert len(deltas) == 2 and deltas.bytes == 2 * len(raw)
+    assert deltas.read("b", raw) is None and deltas.read("a", raw) is not None
