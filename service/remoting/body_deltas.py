@@ -60,11 +60,12 @@ class Delta(NamedTuple):
         """The new table's fingerprints, given those of ``configs`` once validated; None
         when a topic of the changed part is named elsewhere in the body too (a full decode
         says what a repeated name means)."""
-        fps = dict(self.earlier)
-        for topic in self.replaced:
+        fps = dict(self.earlier)  # a C copy only while the dict has never lost a key
+        replaced = set(self.replaced)
+        if any(topic in fps for topic in changed if topic not in replaced):
+            return None  # named in the unchanged part too
+        for topic in replaced.difference(changed):
             del fps[topic]
-        if not fps.keys().isdisjoint(changed):
-            return None
         fps.update(changed)
         return fps
 
