@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -33,7 +33,24 @@ def json_body(body: bytes, what: str) -> Any:
 MAX_INFLATED = MAX_FRAME
 
 
+class Layout(NamedTuple):
+    """Where a registration body's topic table lies (service/remoting/body_deltas.py reads
+    the next body against it): in ``data`` (the body, or its compressed form inflated), from
+    ``start`` to ``end``; for the compressed form, where each topic's part starts, from
+    ``start`` (None for JSON, whose configs are found by their separators)."""
+
+    data: bytes
+    start: int
+    end: int
+    starts: list[int] | None
+
+
 def register_broker_body(body: bytes, compressed: bool, version: int, max_topics: int | None = None) -> dict[str, Any]:
+    return register_broker_body_laid_out(body, compressed, version, max_topics)[0]
+
+
+def register_broker_body_laid_out(body: bytes, compressed: bool, version: int,
+                                  max_topics: int | None = None) -> tuple[dict[str, Any], Layout | None]:
     """RegisterBrokerBody -> {"topicConfigSerializeWrapper": {...}, "filterServerList": [...]}.
 
     Plain: fastjson JSON of RegisterBrokerBody. Compressed (header ``compressed=true``): a
@@ -43,7 +60,7 @@ def register_broker_body(body: bytes, compressed: bool, version: int, max_topics
     so a body starting with a zlib header (0x78; JSON starts with '{') is inflated too.
     More than ``max_topics`` topics (when given) is refused before any of them is read further.
     """
-    if compressed or body[:1] == b"\x78":
+    if compressed or is_compressed(body):
         return _inflate_register(body, version, max_topics)
     doc = json_body(body, "RegisterBrokerBody")
     if not isinstance(doc, dict):
@@ -52,7 +69,12 @@ def register_broker_body(body: bytes, compressed: bool, version: int, max_topics
     table = wrapper.get("topicConfigTable") if isinstance(wrapper, dict) else None
     if isinstance(table, dict):
         _check_topic_count(len(table), max_topics)
-    return doc
+    return doc, None
+
+
+def is_compressed(body: bytes) -> bool:
+    """A body in the compressed form whatever the header says (see ``register_broker_body``)."""
+    return body[:1] == b"\x78"
 
 
 def _check_topic_count(count: int, max_topics: int | None) -> None:
@@ -64,7 +86,7 @@ def _check_topic_count(count: int, max_topics: int | None) -> None:
 _HEAD = 64 * 1024
 
 
-def _inflate(body: bytes, max_topics: int | None) -> bytes:
+def inflate(body: bytes, max_topics: int | None) -> bytes:
     """The whole zlib stream, at most MAX_INFLATED bytes of it: a bomb costs no more. A topic
     count over `max_topics` is refused from the stream's first bytes, before the rest."""
     inflater = zlib.decompressobj()
@@ -84,7 +106,7 @@ def _inflate(body: bytes, max_topics: int | None) -> bytes:
 def _check_head(head: bytes, max_topics: int) -> None:
     """The topic count after the DataVersion part, when the head holds it (a head that does
     not, or is malformed, is left to the full read, which says so)."""
-    stream = _Parts(head)
+    stream = Parts(head)
     try:
         stream.part()
         count = stream.count()
@@ -93,7 +115,7 @@ def _check_head(head: bytes, max_topics: int) -> None:
     _check_topic_count(count, max_topics)
 
 
-class _Parts:
+class Parts:
     """Reads the int32-length-prefixed parts of an inflated RegisterBrokerBody."""
 
     def __init__(self, data: bytes) -> None:
@@ -124,12 +146,15 @@ class _Parts:
             raise BodyError("compressed RegisterBrokerBody has a negative count")
         return n
 
-    def parts(self, count: int) -> list[bytes]:
+    def parts(self, count: int, starts: list[int] | None = None) -> list[bytes]:
         """`count` parts in a row (one topic config each): the loop of ``part``, inlined,
-        since a broker sends 10,000 of them."""
+        since a broker sends 10,000 of them. `starts` gets where each began, from the first."""
         data, pos, size, unpack = self.data, self.pos, len(self.data), _INT32.unpack_from
+        first = pos
         out = []
         for _ in range(count):
+            if starts is not None:
+                starts.append(pos - first)
             if pos + 4 > size:
                 raise BodyError("compressed RegisterBrokerBody ends early")
             (n,) = unpack(data, pos)
@@ -146,7 +171,7 @@ class _Parts:
 _INT32 = struct.Struct(">i")
 
 
-def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict[str, Any]:
+def _inflate_register(body: bytes, version: int, max_topics: int | None) -> tuple[dict[str, Any], Layout]:
     """RegisterBrokerBody.encode(true): after inflating,
 
     int32 n + DataVersion JSON; int32 count; count x (int32 n + TopicConfig.encode()),
@@ -156,11 +181,13 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict
     5.0.0 on int32 count + count x (int32 n + TopicQueueMappingInfo JSON), which a
     NameServer keeps only for static topics and we do not use.
     """
-    stream = _Parts(_inflate(body, max_topics))
+    stream = Parts(inflate(body, max_topics))
     data_version = json_body(stream.part(), "DataVersion")
     count = stream.count()
     _check_topic_count(count, max_topics)
-    table = _topic_configs(stream.parts(count))
+    start, starts = stream.pos, []
+    table = topic_configs(stream.parts(count, starts))
+    layout = Layout(stream.data, start, stream.pos, starts)
     filters_json = stream.part()
     try:
         filters = fastjson.loads(filters_json) if filters_json else []
@@ -172,7 +199,7 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict
     return {
         "topicConfigSerializeWrapper": {"dataVersion": data_version, "topicConfigTable": table},
         "filterServerList": filters if filters is not None else [],
-    }
+    }, layout
 
 
 # One TopicConfig line as nearly every broker writes it: a name without spaces or line
@@ -180,7 +207,7 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict
 _LINE = re.compile(rb"^([^ \n]+) ([0-9]{1,9}) ([0-9]{1,9}) ([0-9]{1,9}) [^\n]*$", re.M)
 
 
-def _topic_configs(lines: list[bytes]) -> dict[str, Any]:
+def topic_configs(lines: list[bytes]) -> dict[str, Any]:
     """topicName -> config of the lines, the later of two with the same name winning (as
     RocketMQ's map does). All lines at once through one regex when every one is plain
     (a third of the time a line at a time takes), else line by line."""

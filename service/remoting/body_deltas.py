@@ -1,33 +1,42 @@
 """A big broker's registration read as a change to its previous one.
 
-A 4.9.8 broker sends its whole topic table, about 150 bytes of JSON per topic, whenever
-any topic changes (an operator creating one: a new dataVersion). For 10,000 topics,
-decoding and checking 1.5 MB again took most of the registration, although all but one
-topic came back byte for byte as before. So each worker keeps, per broker address, the
-last big plain body it decoded whole, with the fingerprints its table validated to; the
-next body is compared with it, and only the topic configs between the first and the last
-byte that differ are decoded and checked. The rest of the table is known: the same bytes
-as before, which validated then.
+A broker sends its whole topic table, about 150 bytes of JSON per topic, whenever any
+topic changes (an operator creating one: a new dataVersion). For 10,000 topics, decoding
+and checking it all again took most of the registration, although all but one topic came
+back byte for byte as before. So each worker keeps, per broker address, the last big
+body it decoded whole (``Layout``: where its table lies) with the fingerprints its table
+validated to; the next body is compared with it, and only the topic configs between the
+first and the last byte that differ are decoded and checked. The rest of the table is
+known: the same bytes as before, which validated then.
 
-The comparison relies on the layout fastjson writes (and RocketMQ 4.x brokers send):
+Plain JSON relies on the layout fastjson writes (and RocketMQ 4.x brokers send):
 
     {"filterServerList":[...],"topicConfigSerializeWrapper":{"dataVersion":{...},
      "topicConfigTable":{"T1":{...},"T2":{...}}}}
 
-A body is held only when its table is the last thing in it (it ends with ``}}}``) and its
-topic configs are flat: the table holds exactly one ``{`` and one ``}`` per topic, so
-neither a name nor a value holds a brace, and ``},"`` occurs only between two configs
-(inside a JSON string a ``"`` is escaped). Where a new body does not fit (another layout,
-a segment that does not decode to whole configs, a topic named twice, a topic removed),
-``read`` answers None and the body is decoded whole, as every small body is.
+Such a body is held only when its table is the last thing in it (it ends with ``}}}``)
+and its topic configs are flat: the table holds exactly one ``{`` and one ``}`` per topic,
+so neither a name nor a value holds a brace, and ``},"`` occurs only between two configs
+(inside a JSON string a ``"`` is escaped).
+
+The compressed form (``compressedRegister=true``) is inflated first (zlib's C code), then
+compared the same way; its topic configs are length-prefixed parts, whose starts were
+noted when it was read whole, and what follows them (filter servers, a 5.x broker's queue
+mappings) must be the same bytes as before.
+
+Where a new body does not fit (another layout, a part that does not decode to whole
+configs, a topic named twice), ``read`` answers None and the body is decoded whole, as
+every small body is: the table registered is the same either way.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
-from service.remoting import fastjson
+from service.remoting import bodies, fastjson
+from service.remoting.bodies import Layout
 
 # Smaller bodies are decoded whole: cheap enough, and not worth holding.
 MIN_BYTES = 64 * 1024
@@ -40,21 +49,23 @@ _BETWEEN = b'},"'  # the end of one topic config and the start of the next one's
 
 
 class Held(NamedTuple):
-    body: bytes
-    start: int  # where the table's first topic begins (just after its "{")
+    layout: Layout
     fps: dict[str, str]  # every topic's fingerprint, as the whole table validated
+    filters: Any  # the compressed form's filterServerList (its bytes follow the table)
 
 
 class Delta(NamedTuple):
     """A body read against the one held: the document without its table (``head``), the
     topic configs read from the part that differs (``configs``: still to validate), the
-    held topics that part replaces (``replaced``), and the held fingerprints (``earlier``)."""
+    held topics that part replaces (``replaced``), the held fingerprints (``earlier``),
+    and where this body's table lies (``layout``, for ``keep``)."""
 
     head: dict[str, Any]
     configs: dict[str, Any]
     replaced: list[str]
     earlier: dict[str, str]
-    start: int  # where the body's table starts, for ``keep``
+    layout: Layout
+    filters: Any
 
     def fingerprints(self, changed: dict[str, str]) -> dict[str, str] | None:
         """The new table's fingerprints, given those of ``configs`` once validated; None
@@ -71,24 +82,25 @@ class Delta(NamedTuple):
 
 
 def table_start(body: bytes) -> int:
-    """Where the topic table's first topic begins; -1 when this body is not laid out as
-    this module expects (see the module's docstring)."""
+    """Where a plain body's topic table's first topic begins; -1 when this body is not laid
+    out as this module expects (see the module's docstring)."""
     at = body.find(_TABLE)
     if at < 0 or not body.endswith(_TAIL):
         return -1
     return at + len(_TABLE)
 
 
-def flat_table_start(body: bytes, topics: int) -> int:
-    """``table_start`` of a body whose table of `topics` topics is flat (one "{" and one
-    "}" per topic), else -1. A pass over the body: for the decoding thread."""
+def plain_layout(body: bytes, topics: int) -> Layout | None:
+    """The layout of a plain body whose table of `topics` topics is flat (one "{" and one
+    "}" per topic), else None. A pass over the body: for the decoding thread."""
     if len(body) < MIN_BYTES:
-        return -1
+        return None
     start = table_start(body)
     if start < 0:
-        return -1
-    table = body[start:len(body) - len(_TAIL)]
-    return start if table.count(b"{") == topics and table.count(b"}") == topics else -1
+        return None
+    end = len(body) - len(_TAIL)
+    table = body[start:end]
+    return Layout(body, start, end, None) if table.count(b"{") == topics == table.count(b"}") else None
 
 
 def _same_start(old: bytes, old_at: int, new: bytes, new_at: int, most: int) -> int:
@@ -120,7 +132,17 @@ def _same_end(old: bytes, old_end: int, new: bytes, new_end: int, most: int) -> 
     return lo
 
 
-def _configs(segment: bytes) -> dict[str, Any] | None:
+def _differing(old: Layout, data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """How many bytes the old and the new table share at their start and at their end (the
+    end's count leaving the start's alone); None when the tables are the same bytes."""
+    old_size, new_size = old.end - old.start, end - start
+    same_start = _same_start(old.data, old.start, data, start, min(old_size, new_size))
+    if same_start == old_size == new_size:
+        return None
+    return same_start, _same_end(old.data, old.end, data, end, min(old_size, new_size) - same_start)
+
+
+def _json_configs(segment: bytes) -> dict[str, Any] | None:
     """The topic configs `segment` holds (``"T1":{...},"T2":{...}``), or None when it is
     not exactly a run of whole, flat configs."""
     if not segment:
@@ -134,9 +156,32 @@ def _configs(segment: bytes) -> dict[str, Any] | None:
     return configs
 
 
+def _part_lines(segment: bytes) -> tuple[list[bytes], list[int]] | None:
+    """The length-prefixed parts `segment` is made of, and where each starts; None unless
+    they fill it exactly."""
+    parts, lines, starts = bodies.Parts(segment), [], []
+    try:
+        while parts.pos < len(segment):
+            starts.append(parts.pos)
+            lines.append(parts.part())
+    except bodies.BodyError:
+        return None
+    return lines, starts
+
+
+def _part_configs(lines: list[bytes]) -> dict[str, Any] | None:
+    """The topic configs of compressed-form lines, or None when one is bad or two name the
+    same topic (a whole decode says what those mean)."""
+    try:
+        configs = bodies.topic_configs(lines)
+    except bodies.BodyError:
+        return None
+    return configs if len(configs) == len(lines) else None
+
+
 class BodyDeltas:
-    """The last big plain body of each broker address this worker decoded, least
-    recently used first, bounded in bytes."""
+    """The last big body of each broker address this worker decoded, least recently used
+    first, bounded in bytes."""
 
     def __init__(self, max_bytes: int = MAX_HELD_BYTES) -> None:
         self.max_bytes = max_bytes
@@ -144,13 +189,21 @@ class BodyDeltas:
         self._held: OrderedDict[str, Held] = OrderedDict()
         self.reads = 0  # bodies registered as read by ``read`` (counted by the caller that used it)
 
-    def read(self, key: str, body: bytes) -> Delta | None:
-        """`body` as a change to the body held for `key`, or None (decode it whole)."""
+    def read(self, key: str, body: bytes, compressed: bool = False, max_topics: int | None = None) -> Delta | None:
+        """`body` (`compressed`: in the compressed form) as a change to the body held for
+        `key`, or None (decode it whole). `max_topics`: the inflating stops early past it."""
         held = self._held.get(key)
-        if held is None or len(body) < MIN_BYTES:
+        if held is None or (held.layout.starts is not None) != compressed:
             return None
+        delta = self._read_compressed(held, body, max_topics) if compressed else self._read_plain(held, body)
+        if delta is not None:
+            self._held.move_to_end(key)
+        return delta
+
+    @staticmethod
+    def _read_plain(held: Held, body: bytes) -> Delta | None:
         start = table_start(body)
-        if start < 0:
+        if start < 0 or len(body) < MIN_BYTES:
             return None
         try:
             head = fastjson.loads(body[:start] + body[-len(_TAIL):])
@@ -159,48 +212,85 @@ class BodyDeltas:
         wrapper = head.get("topicConfigSerializeWrapper") if isinstance(head, dict) else None
         if not isinstance(wrapper, dict) or wrapper.get("topicConfigTable") != {}:
             return None
-        old, old_start, old_end = held.body, held.start, len(held.body) - len(_TAIL)
-        new_end = len(body) - len(_TAIL)
-        old_size, new_size = old_end - old_start, new_end - start
-        same_start = _same_start(old, old_start, body, start, min(old_size, new_size))
-        if same_start == old_size == new_size:
-            configs: dict[str, Any] = {}
-            replaced: list[str] = []
-        else:
-            same_end = _same_end(old, old_end, body, new_end, min(old_size, new_size) - same_start)
-            # widened to whole configs: from the start of the config the first difference is
-            # in to the end of the one the last is in (its "}"; the "," after it is the same)
-            first = old.rfind(_BETWEEN, old_start, old_start + same_start + 1)
-            first = first + 2 - old_start if first >= 0 else 0
-            last = old.find(_BETWEEN, max(old_end - same_end - 1, old_start), old_end)
-            cut = last + 1 - old_start if last >= 0 else old_size  # in the old table
-            new_cut = cut + new_size - old_size
-            replaced_configs = _configs(old[old_start + first:old_start + cut])
-            found = _configs(body[start + first:start + new_cut]) if new_cut > first else None
-            if replaced_configs is None or found is None:
-                return None
-            configs, replaced = found, list(replaced_configs)
-            if any(topic not in held.fps for topic in replaced):
-                return None
-        self._held.move_to_end(key)
-        return Delta(head, configs, replaced, held.fps, start)
+        old = held.layout
+        layout = Layout(body, start, len(body) - len(_TAIL), None)
+        differing = _differing(old, body, layout.start, layout.end)
+        if differing is None:
+            return Delta(head, {}, [], held.fps, layout, None)
+        same_start, same_end = differing
+        # widened to whole configs: from the start of the config the first difference is
+        # in to the end of the one the last is in (its "}"; the "," after it is the same)
+        first = old.data.rfind(_BETWEEN, old.start, old.start + same_start + 1)
+        first = first + 2 - old.start if first >= 0 else 0
+        last = old.data.find(_BETWEEN, max(old.end - same_end - 1, old.start), old.end)
+        cut = last + 1 - old.start if last >= 0 else old.end - old.start  # in the old table
+        new_cut = cut + (layout.end - layout.start) - (old.end - old.start)
+        replaced = _json_configs(old.data[old.start + first:old.start + cut])
+        configs = _json_configs(body[start + first:start + new_cut]) if new_cut > first else None
+        if replaced is None or configs is None or any(topic not in held.fps for topic in replaced):
+            return None
+        return Delta(head, configs, list(replaced), held.fps, layout, None)
 
-    def keep(self, key: str, body: bytes, fps: dict[str, str], start: int) -> None:
-        """Holds `body` for `key`'s next one: its table starts at `start` (from
-        ``flat_table_start``, or a ``Delta``'s) and validated whole to `fps`."""
+    @staticmethod
+    def _read_compressed(held: Held, body: bytes, max_topics: int | None) -> Delta | None:
+        old = held.layout
+        assert old.starts is not None
+        try:
+            data = bodies.inflate(body, max_topics)
+            parts = bodies.Parts(data)
+            version = bodies.json_body(parts.part(), "DataVersion")
+            count = parts.count()
+        except bodies.BodyError:
+            return None
+        start, tail = parts.pos, old.data[old.end:]
+        end = len(data) - len(tail)
+        if end < start or not data.endswith(tail):
+            return None  # filter servers or queue mappings changed: read it whole
+        head = {"topicConfigSerializeWrapper": {"dataVersion": version}, "filterServerList": held.filters}
+        differing = _differing(old, data, start, end)
+        if differing is None:
+            if count != len(old.starts):
+                return None
+            return Delta(head, {}, [], held.fps, Layout(data, start, end, old.starts), held.filters)
+        same_start, same_end = differing
+        old_size, grown = old.end - old.start, (end - start) - (old.end - old.start)
+        # the parts from the one the first difference is in to the first one wholly after
+        # the last difference (that one's start is the same as before, moved by `grown`)
+        i = bisect_right(old.starts, same_start) - 1
+        j = bisect_left(old.starts, old_size - same_end)
+        if i < 0:
+            return None
+        first = old.starts[i]
+        cut = old.starts[j] if j < len(old.starts) else old_size
+        found = _part_lines(data[start + first:start + cut + grown]) if cut + grown >= first else None
+        replaced_lines = _part_lines(old.data[old.start + first:old.start + cut])
+        if found is None or replaced_lines is None or count != len(old.starts) - (j - i) + len(found[0]):
+            return None
+        configs, replaced = _part_configs(found[0]), _part_configs(replaced_lines[0])
+        if configs is None or replaced is None:
+            return None
+        moved = old.starts[j:] if not grown else [s + grown for s in old.starts[j:]]
+        starts = old.starts[:i] + [first + s for s in found[1]] + moved
+        return Delta(head, configs, list(replaced), held.fps, Layout(data, start, end, starts), held.filters)
+
+    def keep(self, key: str, layout: Layout | None, fps: dict[str, str], filters: Any = None) -> None:
+        """Holds the body of `layout` (None: nothing to hold), whose table validated whole
+        to `fps`, for `key`'s next one; `filters`: the compressed form's filter servers."""
         self.drop(key)
-        if start < 0 or len(body) < MIN_BYTES or len(body) > self.max_bytes:
+        if layout is None or not MIN_BYTES <= len(layout.data) <= self.max_bytes:
             return
-        self._held[key] = Held(body, start, fps)
-        self.bytes += len(body)
+        if layout.starts is not None and len(layout.starts) != len(fps):
+            return  # a topic named twice: the next body is read whole too
+        self._held[key] = Held(layout, fps, filters)
+        self.bytes += len(layout.data)
         while self.bytes > self.max_bytes:
             _, old = self._held.popitem(last=False)
-            self.bytes -= len(old.body)
+            self.bytes -= len(old.layout.data)
 
     def drop(self, key: str) -> None:
         held = self._held.pop(key, None)
         if held is not None:
-            self.bytes -= len(held.body)
+            self.bytes -= len(held.layout.data)
 
     def __len__(self) -> int:
         return len(self._held)

@@ -41,7 +41,8 @@ from service.registry import Registry
 from service.addresses import AddressList
 from service.auth import TokenFile
 from service.remoting import acl, bodies, codes
-from service.remoting.body_deltas import BodyDeltas, flat_table_start
+from service.remoting.bodies import Layout
+from service.remoting.body_deltas import BodyDeltas, plain_layout
 from service.remoting.codec import Command, response_to
 from service.remoting.namesrv_config import properties as namesrv_config_values
 from service.store import NotReplicated, OutcomeUnknown, Store, StoreRefusing, StoreUnavailable, outcome_text
@@ -213,24 +214,32 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     key = cmd.ext_fields.get("brokerAddr", "")
     req = delta_request(ctx, cmd, key, data)
     if req is None:
-        req, start = await decoded(ctx, cmd, lambda: whole_request(ctx, cmd, data))
-        fps = req.topicConfigSerializeWrapper.fingerprints
-        if start >= 0 and fps is not None:
-            ctx.deltas.keep(key, cmd.body, fps, start)
+        req, layout = await decoded(ctx, cmd, lambda: whole_request(ctx, cmd, data))
+        wrapper = req.topicConfigSerializeWrapper
+        if wrapper.fingerprints is not None and not wrapper.skipped:
+            ctx.deltas.keep(key, layout, wrapper.fingerprints, req.filterServerList)
+        else:
+            ctx.deltas.drop(key)
     return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
 
 
-def plain(cmd: Command) -> bool:
-    """A RegisterBrokerBody in plain JSON (not compressed, nor the bare wrapper of a broker
-    older than 3.0.11): the form a body may be read as a change to the previous one in."""
-    return cmd.version >= codes.V3_0_11 and cmd.body[:1] == b"{" and not bool_field(cmd, "compressed")
+def compressed_form(cmd: Command) -> bool | None:
+    """Whether a RegisterBrokerBody is in the compressed form (True) or plain JSON (False);
+    None for a bare wrapper (brokers before 3.0.11) or no body: never read as a change."""
+    if cmd.version < codes.V3_0_11 or not cmd.body:
+        return None
+    if bool_field(cmd, "compressed") or bodies.is_compressed(cmd.body):
+        return True
+    return False if cmd.body[:1] == b"{" else None
 
 
 def delta_request(ctx: Context, cmd: Command, key: str, data: dict[str, Any]) -> RegisterRequest | None:
-    """The request of a big plain body read as a change to the last one from `key`
+    """The request of a big body read as a change to the last one from `key`
     (service/remoting/body_deltas.py), or None: it is decoded whole. Anything a whole
     decode would refuse or skip goes the whole way, so its answer is the same."""
-    delta = ctx.deltas.read(key, cmd.body) if plain(cmd) else None
+    compressed = compressed_form(cmd)
+    max_topics = ctx.settings.max_topics_per_registration
+    delta = ctx.deltas.read(key, cmd.body, compressed, max_topics) if compressed is not None else None
     if delta is None:
         return None
     doc = delta.head
@@ -242,30 +251,31 @@ def delta_request(ctx: Context, cmd: Command, key: str, data: dict[str, Any]) ->
         return None
     read = req.topicConfigSerializeWrapper
     fps = delta.fingerprints(read.fingerprints) if read.fingerprints is not None and not read.skipped else None
-    if fps is None or len(fps) > ctx.settings.max_topics_per_registration:
-        ctx.deltas.drop(key)
+    if fps is None or len(fps) > max_topics:
         return None
     read.registering(fps)
-    ctx.deltas.keep(key, cmd.body, fps, delta.start)
+    ctx.deltas.keep(key, delta.layout, fps, req.filterServerList)
     ctx.deltas.reads += 1
     return req
 
 
-def whole_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, int]:
-    """The request, and where its body's table starts when the body may be held for the
-    next one to be read as a change (-1 when not: see service/remoting/body_deltas.py)."""
-    req = register_request(ctx, cmd, data)
-    wrapper = req.topicConfigSerializeWrapper
-    held = plain(cmd) and wrapper.fingerprints is not None and not wrapper.skipped
-    return req, flat_table_start(cmd.body, len(wrapper.topicConfigTable)) if held else -1
+def whole_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, Layout | None]:
+    """The request, and where its body's table lies when the body may be held for the next
+    one to be read as a change (see service/remoting/body_deltas.py)."""
+    req, layout = register_request(ctx, cmd, data)
+    if layout is None and compressed_form(cmd) is False:
+        layout = plain_layout(cmd.body, len(req.topicConfigSerializeWrapper.topicConfigTable))
+    return req, layout
 
 
-def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> RegisterRequest:
+def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, Layout | None]:
+    """The request, and the layout of a compressed body (see bodies.Layout)."""
+    layout = None
     try:
         if cmd.version >= codes.V3_0_11:
-            doc = (bodies.register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version,
-                                               ctx.settings.max_topics_per_registration)
-                   if cmd.body else {"topicConfigSerializeWrapper": EMPTY_WRAPPER, "filterServerList": []})
+            doc, layout = (bodies.register_broker_body_laid_out(cmd.body, bool_field(cmd, "compressed"), cmd.version,
+                                                                ctx.settings.max_topics_per_registration)
+                           if cmd.body else ({"topicConfigSerializeWrapper": EMPTY_WRAPPER, "filterServerList": []}, None))
         else:  # before 3.0.11 the body is a bare TopicConfigSerializeWrapper, no filter servers
             doc = {"topicConfigSerializeWrapper": bodies.json_body(cmd.body, "TopicConfigSerializeWrapper")
                    if cmd.body else EMPTY_WRAPPER}
@@ -273,7 +283,7 @@ def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> Regist
         raise RemotingError(codes.SYSTEM_ERROR, f"Failed to decode RegisterBrokerBody: {e}") from None
     if not isinstance(doc, dict):
         raise RemotingError(codes.SYSTEM_ERROR, "Failed to decode RegisterBrokerBody: not an object")
-    return request_of(ctx, cmd, data, doc)
+    return request_of(ctx, cmd, data, doc), layout
 
 
 def request_of(ctx: Context, cmd: Command, data: dict[str, Any], doc: dict[str, Any]) -> RegisterRequest:

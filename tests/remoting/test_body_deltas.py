@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from service.models import plain_fingerprints
-from service.remoting.body_deltas import MIN_BYTES, BodyDeltas, Delta, flat_table_start
+from service.remoting import bodies, codes
+from service.remoting.body_deltas import MIN_BYTES, BodyDeltas, Delta, plain_layout
 from tests.builders import topic_config
 
 N = 1_000  # ~140 KB of JSON: over MIN_BYTES
@@ -38,9 +39,9 @@ def fps(topics: dict[str, Any]) -> dict[str, str]:
 def held(topics: dict[str, Any], key: str = "10.0.0.1:10911") -> tuple[BodyDeltas, bytes]:
     deltas = BodyDeltas()
     first = body(topics)
-    start = flat_table_start(first, len(topics))
-    assert start > 0
-    deltas.keep(key, first, fps(topics), start)
+    layout = plain_layout(first, len(topics))
+    assert layout is not None
+    deltas.keep(key, layout, fps(topics))
     return deltas, first
 
 
@@ -128,13 +129,13 @@ def test_whatever_the_change_the_table_read_is_the_whole_decodes() -> None:
         delta = deltas.read(key, raw)
         whole = fps(topics)
         if delta is None:  # declined: decoded whole, as the handler then does
-            deltas.keep(key, raw, whole, flat_table_start(raw, len(topics)))
+            deltas.keep(key, plain_layout(raw, len(topics)), whole)
             continue
         read += 1
         assert delta.head["topicConfigSerializeWrapper"]["dataVersion"]["counter"] == counter
         got = read_table(delta)
         assert got == whole, counter
-        deltas.keep(key, raw, got, delta.start)
+        deltas.keep(key, delta.layout, got)
     assert read > 200  # most changes were read as a delta
 
 
@@ -166,27 +167,85 @@ def test_a_body_laid_out_otherwise_is_decoded_whole(raw: bytes) -> None:
 def test_a_table_with_a_brace_in_a_name_is_not_held() -> None:
     topics = table()
     topics["odd}{name"] = topic_config("odd}{name")
-    assert flat_table_start(body(topics), len(topics)) == -1
+    assert plain_layout(body(topics), len(topics)) is None
 
 
 def test_a_table_with_nested_objects_is_not_held() -> None:
     topics = {name: {**config, "attributes": {"+queue.type": "Normal"}} for name, config in table().items()}
-    assert flat_table_start(body(topics), len(topics)) == -1
+    assert plain_layout(body(topics), len(topics)) is None
 
 
 def test_small_bodies_are_not_held() -> None:
     small = body(table(10))
-    assert flat_table_start(small, 10) == -1
+    assert plain_layout(small, 10) is None
 
 
 def test_the_bodies_held_are_bounded_in_bytes_least_recently_used_going_first() -> None:
     topics = table()
     raw = body(topics)
     deltas = BodyDeltas(max_bytes=2 * len(raw) + 10)
-    start = flat_table_start(raw, len(topics))
+    layout = plain_layout(raw, len(topics))
     for key in ("a", "b"):
-        deltas.keep(key, raw, fps(topics), start)
+        deltas.keep(key, layout, fps(topics))
     assert deltas.read("a", raw) is not None  # "a" used last: "b" goes first
-    deltas.keep("c", raw, fps(topics), start)
+    deltas.keep("c", layout, fps(topics))
     assert len(deltas) == 2 and deltas.bytes == 2 * len(raw)
     assert deltas.read("b", raw) is None and deltas.read("a", raw) is not None
+
+
+# ---------------------------------------------------------------------- the compressed form
+V4_9_8, V5_3_3 = 409, codes.V5_3_3  # 5.x bodies end with the static topics' queue mappings
+PARTS = 2_000  # ~70 KB inflated (~35 bytes a topic): over MIN_BYTES
+
+
+def compressed(topics: dict[str, Any], counter: int = 1, version: int = V4_9_8, filters: list[str] | None = None) -> bytes:
+    return bodies.compress_register_body({"topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": counter, "timestamp": 1700000000000 + counter}, "topicConfigTable": topics},
+        "filterServerList": filters or []}, version)
+
+
+def whole(raw: bytes, version: int) -> tuple[dict[str, str], bodies.Layout | None, Any]:
+    doc, layout = bodies.register_broker_body_laid_out(raw, True, version, 100_000)
+    return fps(doc["topicConfigSerializeWrapper"]["topicConfigTable"]), layout, doc["filterServerList"]
+
+
+@pytest.mark.parametrize("version", [V4_9_8, V5_3_3], ids=["4.9.8", "5.x"])
+def test_whatever_the_change_a_compressed_table_read_is_the_whole_decodes(version: int) -> None:
+    rng = random.Random(5)
+    topics = table(PARTS)
+    key = "10.0.0.1:10911"
+    deltas = BodyDeltas()
+    _, layout, filters = whole(compressed(topics, 1, version), version)
+    deltas.keep(key, layout, fps(topics), filters)
+    read = 0
+    for counter in range(2, 150):
+        topics = edit(rng, topics)
+        raw = compressed(topics, counter, version)
+        delta = deltas.read(key, raw, compressed=True, max_topics=100_000)
+        expected, layout, filters = whole(raw, version)
+        if delta is None:
+            deltas.keep(key, layout, expected, filters)
+            continue
+        read += 1
+        assert delta.head["topicConfigSerializeWrapper"]["dataVersion"]["counter"] == counter
+        assert read_table(delta) == expected, counter
+        assert layout is not None and delta.layout.starts == layout.starts  # where each part starts, kept right
+        deltas.keep(key, delta.layout, expected, filters)
+    assert read > 125  # removals too: the parts' starts are known
+
+
+def test_a_compressed_body_whose_filter_servers_changed_is_decoded_whole() -> None:
+    topics = table(PARTS)
+    deltas = BodyDeltas()
+    expected, layout, filters = whole(compressed(topics), V4_9_8)
+    deltas.keep("k", layout, expected, filters)
+    assert deltas.read("k", compressed(topics, 2), compressed=True) is not None
+    assert deltas.read("k", compressed(topics, 2, filters=["10.0.0.9:30000"]), compressed=True) is None
+
+
+def test_a_plain_body_is_not_read_against_a_held_compressed_one() -> None:
+    topics = table(PARTS)
+    deltas = BodyDeltas()
+    expected, layout, filters = whole(compressed(topics), V4_9_8)
+    deltas.keep("k", layout, expected, filters)
+    assert deltas.read("k", body(topics, 2)) is None
