@@ -27,7 +27,7 @@ from service.http.app import create_app as create_http_app
 from service.http.connections import HeaderDeadlineRunner
 from service.http.context import NODE
 from service.node import Node
-from service.remoting.handlers import Context
+from service.remoting.requests import Context
 from service.remoting.server import RemotingServer, RequestCounts
 from service.store import Store
 

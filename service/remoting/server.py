@@ -42,7 +42,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from service.remoting import codec, codes, proxy
-from service.remoting.handlers import CHANNEL, SMALL_BODY, Channel, Context, dispatch
+from service.remoting.handlers import dispatch
+from service.remoting.requests import CHANNEL, SMALL_BODY, Channel, Context
 from service.remoting.route_reads import RouteReads
 
 log = logging.getLogger(__name__)
