@@ -73,10 +73,11 @@ def fingerprints(table: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
 
 
 def flat(fps: Mapping[str, str]) -> list[str]:
-    """[topic, fingerprint, ...]: register.lua's topic argument."""
-    out: list[str] = []
-    for item in fps.items():
-        out += item
+    """[topic, fingerprint, ...]: register.lua's topic argument. Filled a column at a time:
+    no tuple per topic (10,000 of them set the garbage collector going over the heap)."""
+    out: list[str] = [""] * (2 * len(fps))
+    out[0::2] = fps.keys()
+    out[1::2] = fps.values()
     return out
 
 

@@ -156,11 +156,14 @@ class Registry:
         sees them (lua/register_stage.lua); the registration then publishes them in one
         short script. None when the group is visible already or another registration of it
         took over the staging: the registration then goes in one script."""
-        items = list(fps.items())
-        slices = [items[i:i + self.STAGE_SLICE] for i in range(0, len(items), self.STAGE_SLICE)]
+        # the slices as register.lua's flat [topic, fingerprint, ...] lists, made without a
+        # tuple per topic (10,000 of them set the garbage collector going over the heap)
+        flat = registration.flat(fps)
+        step = 2 * self.STAGE_SLICE
+        slices = [orjson.dumps(flat[i:i + step]) for i in range(0, len(flat), step)]
         generation = ""
-        for _ in range(len(items) // 1000 + 2):  # an earlier staging's leftovers, 1,000 a call
-            result = await self._change("register_stage", [name, "", orjson.dumps(registration.flat(dict(slices[0])))])
+        for _ in range(len(fps) // 1000 + 2):  # an earlier staging's leftovers, 1,000 a call
+            result = await self._change("register_stage", [name, "", slices[0]])
             status = _s(result[1])
             if status == "published":
                 return None
@@ -170,7 +173,7 @@ class Registry:
         if not generation:
             return None
         for part in slices[1:]:
-            result = await self._change("register_stage", [name, generation, orjson.dumps(registration.flat(dict(part)))])
+            result = await self._change("register_stage", [name, generation, part])
             if _s(result[1]) != "staged":
                 return None
         self.register_paths["staged"] += 1
