@@ -36,15 +36,13 @@ from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from service.remoting import bodies, fastjson
-from service.remoting.bodies import Layout
+from service.remoting.bodies import TABLE_TAIL as _TAIL, Layout, table_start
 
 # Smaller bodies are decoded whole: cheap enough, and not worth holding.
 MIN_BYTES = 64 * 1024
 # The bodies a worker holds in all: past it the least recently used goes.
 MAX_HELD_BYTES = 64 * 1024 * 1024
 
-_TABLE = b'"topicConfigTable":{'
-_TAIL = b"}}}"  # the table's, the wrapper's and the body's closing braces
 _BETWEEN = b'},"'  # the end of one topic config and the start of the next one's name
 
 
@@ -79,15 +77,6 @@ class Delta(NamedTuple):
             del fps[topic]
         fps.update(changed)
         return fps
-
-
-def table_start(body: bytes) -> int:
-    """Where a plain body's topic table's first topic begins; -1 when this body is not laid
-    out as this module expects (see the module's docstring)."""
-    at = body.find(_TABLE)
-    if at < 0 or not body.endswith(_TAIL):
-        return -1
-    return at + len(_TABLE)
 
 
 def plain_layout(body: bytes, topics: int) -> Layout | None:
@@ -206,11 +195,8 @@ class BodyDeltas:
         if start < 0 or len(body) < MIN_BYTES:
             return None
         try:
-            head = fastjson.loads(body[:start] + body[-len(_TAIL):])
-        except ValueError:
-            return None
-        wrapper = head.get("topicConfigSerializeWrapper") if isinstance(head, dict) else None
-        if not isinstance(wrapper, dict) or wrapper.get("topicConfigTable") != {}:
+            head = bodies.plain_head(body, start)
+        except bodies.BodyError:
             return None
         old = held.layout
         layout = Layout(body, start, len(body) - len(_TAIL), None)
