@@ -276,10 +276,22 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> tupl
 _LINE = re.compile(rb"^([^ \n]+) ([0-9]{1,9}) ([0-9]{1,9}) ([0-9]{1,9}) [^\n]*$", re.M)
 
 
+# Lines read through the regex in one call: about 0.75 ms of holding the GIL (see
+# SLICE_BYTES), where all 10,000 of a broker's took 7.5 ms.
+LINES_AT_ONCE = 1_000
+
+
 def topic_configs(lines: list[bytes]) -> dict[str, Any]:
     """topicName -> config of the lines, the later of two with the same name winning (as
-    RocketMQ's map does). All lines at once through one regex when every one is plain
-    (a third of the time a line at a time takes), else line by line."""
+    RocketMQ's map does). Plain lines go through one regex LINES_AT_ONCE at a time (a
+    third of the time a line at a time takes), others a line at a time."""
+    table: dict[str, Any] = {}
+    for at in range(0, len(lines), LINES_AT_ONCE):
+        table.update(_plain_configs(lines[at:at + LINES_AT_ONCE]))
+    return table
+
+
+def _plain_configs(lines: list[bytes]) -> dict[str, Any]:
     joined = b"\n".join(lines)
     # a line break inside a line would let one line pass for two
     found = _LINE.findall(joined) if joined.count(b"\n") == len(lines) - 1 else []

@@ -77,3 +77,17 @@ def test_a_broken_slice_is_refused_as_a_whole_parse_refuses_it() -> None:
     broken = raw[:at] + b"@" + raw[at + 1:]
     with pytest.raises(bodies.BodyError, match="not JSON"):
         parsed(broken)
+
+
+def test_compressed_lines_read_a_thousand_at_a_time_give_the_table_read_a_line_at_a_time() -> None:
+    lines = [f"orders.{i:05d} {i % 16 + 1} {i % 8 + 1} 6 SINGLE_TAG {{}}".encode() for i in range(2_500)]
+    lines[1_200] = b"orders.00010 3 3 2 SINGLE_TAG {}"  # a name again, in a later batch: the later wins
+    lines[2_100] = b"orders.big 1234567890 8 6 SINGLE_TAG {}"  # not plain: that batch goes a line at a time
+    expected: dict[str, tuple[int, int, int]] = {}
+    for line in lines:
+        name, r, w, p = line.decode().split(" ")[:4]
+        expected[name] = (int(r), int(w), int(p))
+    table = bodies.topic_configs(lines)
+    assert len(lines) > 2 * bodies.LINES_AT_ONCE
+    assert {k: (v["readQueueNums"], v["writeQueueNums"], v["perm"]) for k, v in table.items()} == expected
+    assert list(table) == list(expected)  # and in the same order
