@@ -66,6 +66,10 @@ class _Handler(RequestHandler):
             data = self._held + data
             self._held = b""
         at = self._answer(reads, data) if self._idle() else 0
+        if at == len(data):  # all answered (the usual case): idle again, no head begun
+            if self._header_deadline is not None:
+                self._disarm()
+            return
         rest = data[at:] if at else data
         # hand over the whole requests that follow; keep a request's unfinished head back
         end, plain = 0, True
