@@ -341,9 +341,42 @@ async def test_a_connection_served_only_by_the_shortcut_is_not_closed_as_idle(se
 async def test_a_head_kept_back_unfinished_has_the_header_deadline(settings: Settings) -> None:
     server = await Server(settings, header_timeout_s=0.3).start()
     try:
+        assert status(await server.call(post("/v1/brokers/register", json.dumps(REG).encode()))) == 200
+        await warm(server, "T1")
+        before = server.reads.answered
         conn = await server.connect()
-        conn.send(b"GET /v1/ro")
+        conn.send(get("T1"))  # answered here: no head begun, no deadline
+        assert status(await conn.answer()) == 200
+        await asyncio.sleep(0.5)
+        conn.send(b"GET /v1/ro")  # a head begun, kept back here
         assert await conn.closed(timeout=3)
         conn.close()
+        assert server.reads.answered == before + 1
     finally:
         await server.runner.cleanup()
+
+
+async def test_the_unfinished_head_aiohttp_holds_is_not_taken_for_a_new_request(fast: Server) -> None:
+    await warm(fast, "T1", "Nope")
+    before = fast.reads.answered
+    conn = await fast.connect()
+    # a header value outside printable ASCII: not read here, so all of it goes to aiohttp,
+    # the start of the next request's head too
+    conn.send(get("T1", "User-Agent: cafe").replace(b"cafe", b"caf\xe9") + b"GET /v1/routes/Nope HTTP/1.1\r\nX-Note: ")
+    assert status(await conn.answer()) == 200
+    conn.send(get("T1"))  # to aiohttp: the rest of X-Note's line, then the head's end
+    answer = await conn.answer()
+    conn.close()
+    assert status(answer) == 404
+    assert fast.reads.answered == before
+
+
+async def test_a_cached_read_behind_an_uncached_one_is_answered_after_it(fast: Server) -> None:
+    await warm(fast, "T1")
+    before = fast.reads.answered
+    conn = await fast.connect()
+    conn.send(get("T3", "X-Request-Id: uncached") + get("T1", "X-Request-Id: cached"))
+    first, second = await conn.answer(), await conn.answer()
+    conn.close()
+    assert [header(first, "X-Request-Id"), header(second, "X-Request-Id")] == ["uncached", "cached"]
+    assert fast.reads.answered == before
