@@ -380,3 +380,15 @@ async def test_a_cached_read_behind_an_uncached_one_is_answered_after_it(fast: S
     conn.close()
     assert [header(first, "X-Request-Id"), header(second, "X-Request-Id")] == ["uncached", "cached"]
     assert fast.reads.answered == before
+
+
+async def test_more_pipelined_requests_than_aiohttp_queues_are_all_answered(fast: Server) -> None:
+    await warm(fast, "T1")
+    before = fast.reads.answered
+    conn = await fast.connect()
+    # aiohttp parses 32 at a time, then pauses, and re-reads the rest as its queue drains
+    conn.send(get(target="/healthz") * 100 + get("T1"))
+    answers = [await conn.answer() for _ in range(101)]
+    conn.close()
+    assert [status(a) for a in answers] == [200] * 101 and b"queueDatas" in answers[-1]
+    assert fast.reads.answered == before

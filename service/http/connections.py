@@ -59,7 +59,8 @@ class _Handler(RequestHandler):
 
     def data_received(self, data: bytes) -> None:
         reads = self._reads
-        if reads is None or not self._between or self._force_close or self._close:
+        # b"": aiohttp re-reading the requests its parser held back while its queue was full
+        if reads is None or not data or not self._between or self._force_close or self._close:
             self._hand_over(data)
             return
         if self._held:
@@ -88,10 +89,8 @@ class _Handler(RequestHandler):
             self._between = False
         if rest:
             self._hand_over(rest)
-        elif self._held:
-            self._arm()  # a request has begun: its head has the header deadline
         else:
-            self._disarm()
+            self._arm()  # only the start of a head, kept here: it has the header deadline
 
     def _hand_over(self, data: bytes) -> None:
         """aiohttp's data_received, arming the header deadline when a request begins."""
@@ -105,31 +104,41 @@ class _Handler(RequestHandler):
 
     def _idle(self) -> bool:
         """Whether aiohttp waits for the next request with nothing else to do, and the
-        client reads its answers: only then may one be written before aiohttp's next."""
+        client reads its answers: only then may one be written before aiohttp's next.
+        (No request in progress means none being handled; an upgrade or a body never
+        leaves ``_between`` True, so aiohttp's payload parser need not be asked.)"""
         waiter, transport = self._waiter, self.transport
         return (waiter is not None and not waiter.done() and not self._messages
-                and self._current_request is None and not self._request_in_progress
-                and not self._upgraded and self._payload_parser is None
-                and not self._buffer_paused and not self._paused and transport is not None
-                and transport.get_write_buffer_size() <= MAX_UNSENT)
+                and not self._request_in_progress and not self._buffer_paused and not self._paused
+                and transport is not None and transport.get_write_buffer_size() <= MAX_UNSENT)
 
     def _answer(self, reads: RouteReads, data: bytes) -> int:
         """Answers the leading cached route reads of `data` in one write; where the rest
         begins."""
+        i = data.find(b"\r\n\r\n")
+        if i < 0 or i > MAX_HEAD:
+            return 0
+        end = len(data)
+        if i + 4 == end:  # one request: what a client that waits for each answer sends
+            out = reads.answer(data[:i])
+            if out is None:
+                return 0
+            self.transport.write(out)  # type: ignore[union-attr]  # _idle said so
+            self._served(1)
+            return end
         answers: list[bytes] = []
         at = 0
         while True:
-            i = data.find(b"\r\n\r\n", at)
-            if i < 0 or i - at > MAX_HEAD:
-                break
             out = reads.answer(data[at:i])
             if out is None:
                 break
             answers.append(out)
             at = i + 4
+            i = data.find(b"\r\n\r\n", at)
+            if i < 0 or i - at > MAX_HEAD:
+                break
         if answers:
-            assert self.transport is not None  # _idle said so
-            self.transport.write(answers[0] if len(answers) == 1 else b"".join(answers))
+            self.transport.write(b"".join(answers))  # type: ignore[union-attr]
             self._served(len(answers))
         return at
 
