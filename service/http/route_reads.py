@@ -58,8 +58,10 @@ _NOTABLE = re.compile(rb"\r\n(?:content-length|transfer-encoding|connection|upgr
 _REFUSED = frozenset((b"transfer-encoding", b"upgrade", b"expect"))
 _DECIDING = frozenset((b"content-length", b"connection", b"if-none-match", b"x-request-id"))
 
-# How many answers' response heads, and request heads' topics, are kept ready.
+# How many answers' response heads, and request heads' topics, are kept ready; the
+# longest request head kept (at most 1024 x 512 bytes of them).
 _KEPT = 1024
+_KEPT_HEAD = 512
 
 
 def bodiless(head: bytes) -> bool:
@@ -127,7 +129,7 @@ class RouteReads:
                 if notable is None:
                     return None
                 if_none_match, request_id = notable
-            else:
+            elif len(head) <= _KEPT_HEAD:
                 topics = self._topics
                 if len(topics) >= _KEPT:
                     topics.clear()
