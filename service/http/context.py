@@ -55,7 +55,7 @@ def node(request: web.Request) -> Node:
 
 
 def add_route(app: web.Application, method: str, path: str, handler: Handler, required: str,
-              allow_head: bool = False) -> None:
+              allow_head: bool = False) -> web.Resource:
     """Adds `handler`, wrapped by service.http.observe (request id, the auth rule for
     `required`, JSON errors, metrics under the path's canonical label); with allow_head,
     also for HEAD (as aiohttp's add_get). Every route of the app is added through here."""
@@ -63,3 +63,4 @@ def add_route(app: web.Application, method: str, path: str, handler: Handler, re
     observer = app[OBSERVER]
     for m in ("HEAD", method) if allow_head else (method,):
         resource.add_route(m, observer.wrap(m, resource.canonical, handler, required))
+    return resource
