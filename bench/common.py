@@ -216,9 +216,11 @@ def have_wrk() -> bool:
 
 
 def wrk_start(url: str, seconds: float, connections: int = 64, threads: int = 1,
-              body: bytes | None = None, routes: tuple[str, int] | None = None) -> subprocess.Popen[str]:
+              body: bytes | None = None, routes: tuple[str, int] | None = None,
+              pipeline: int = 1) -> subprocess.Popen[str]:
     """wrk in the background; with `body`, every request is a POST of it (JSON); with
-    `routes` ("random" or "sequential", n), each one reads the route of a topic T<i < n>."""
+    `routes` ("random" or "sequential", n), each one reads the route of a topic T<i < n>;
+    with `pipeline` > 1, each connection writes that many GETs of `url` at once."""
     if not have_wrk():
         raise SystemExit("wrk is not installed: run bench/run (it installs it) or `apt-get install wrk`")
     args = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{max(1, round(seconds))}s",
@@ -226,6 +228,9 @@ def wrk_start(url: str, seconds: float, connections: int = 64, threads: int = 1,
     env = dict(os.environ)
     env.pop("WRK_BODY", None)
     env.pop("WRK_ROUTES", None)
+    env.pop("WRK_PIPELINE", None)
+    if pipeline > 1:
+        env["WRK_PIPELINE"] = str(pipeline)
     if routes is not None:
         env["WRK_ROUTES"] = f"{routes[0]},{routes[1]}"
     if body is not None:
@@ -247,9 +252,9 @@ def wrk_finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 def wrk(url: str, seconds: float, connections: int = 64, threads: int = 1, body: bytes | None = None,
-        routes: tuple[str, int] | None = None) -> dict[str, Any]:
+        routes: tuple[str, int] | None = None, pipeline: int = 1) -> dict[str, Any]:
     """One wrk run; requests, rps, latency percentiles (µs) and error counts."""
-    return wrk_finish(wrk_start(url, seconds, connections, threads, body, routes))
+    return wrk_finish(wrk_start(url, seconds, connections, threads, body, routes, pipeline))
 
 
 # ---------------------------------------------------------------------- HTTP client (stdlib)

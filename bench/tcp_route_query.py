@@ -16,8 +16,10 @@ server (/proc/<pid>/stat: the registry's worker and redis-server together, or th
 with the range over rounds and each registry's ratio to Java round by round. After each
 registry's TCP run, the same route is read over its HTTP API (`<name> http`: wrk, one
 thread, `--connections`, on the loader core; the worker answers from its cache), its
-requests per server CPU-second set against Java's TCP figure of the same round
-(`--no-http` leaves it out).
+requests per server CPU-second set against Java's TCP figure of the same round; then
+again with `--depth` requests written at once per connection (`<name> http pipelined`:
+HTTP/1.1 pipelining, as many in flight as the TCP loader keeps) (`--no-http` leaves both
+out).
 """
 
 from __future__ import annotations
@@ -227,12 +229,13 @@ def load(port: int, loaders: int, connections: int, depth: int, warmup: float, s
     }
 
 
-def http_load(target: tcp_targets.Registry, seconds: float, connections: int) -> dict[str, Any]:
+def http_load(target: tcp_targets.Registry, seconds: float, connections: int, pipeline: int = 1) -> dict[str, Any]:
     """The same route over the registry's HTTP API (GET /v1/routes/{topic}, cached): wrk,
-    one thread, on the loader core (this process's pinning), and the server's CPU meanwhile."""
+    one thread, on the loader core (this process's pinning), and the server's CPU meanwhile;
+    `pipeline` requests written at once on each connection (1: one at a time)."""
     url = f"http://127.0.0.1:{target.http_ports[0]}/v1/routes/{TOPIC}"
     cpu, wall = tcp_targets.cpu_seconds(target), time.perf_counter()
-    result = wrk(url, seconds, connections)
+    result = wrk(url, seconds, connections, pipeline=pipeline)
     cpu, wall = tcp_targets.cpu_seconds(target) - cpu, time.perf_counter() - wall
     return {
         "requests": result["requests"], "errors": sum(result["errors"].values()), "rps": result["rps"],
@@ -323,6 +326,8 @@ def main() -> None:
                     results = {target.name: result}
                     if isinstance(target, tcp_targets.Registry) and args.http and have_wrk():
                         results[f"{target.name} http"] = http_load(target, seconds, connections)
+                        # as many in flight per connection as the TCP loader keeps (--depth)
+                        results[f"{target.name} http pipelined"] = http_load(target, seconds, connections, args.depth)
                     for name, result in results.items():
                         runs.setdefault(name, []).append(result)
                         print(f"round {r + 1}, {name}: {result['rps']:.0f} req/s, p50 {result['p50_us']:.0f} us, "
@@ -342,13 +347,13 @@ def main() -> None:
     } for name, rs in runs.items()}
 
     def samples(key: str, scale: float = 1, front: str = "tcp") -> dict[str, list[float]]:
-        """By target: its TCP runs, or (front "http") each registry's HTTP runs next to Java's TCP ones."""
+        """By target: its TCP runs, or (front "http", "http pipelined") each registry's runs
+        of that front next to Java's TCP ones."""
         out = {}
         for name, rs in runs.items():
-            is_http = name.endswith(" http")
-            if (front == "tcp" and not is_http) or (front == "http" and (is_http or name == "java")):
-                out[name.removesuffix(" http") if front == "http" and name != "java" else name] = \
-                    [x[key] * scale for x in rs]
+            target, _, of = name.partition(" ")
+            if (front == "tcp" and not of) or (front != "tcp" and (of == front or name == "java")):
+                out[target] = [x[key] * scale for x in rs]
         return out
 
     summary = [
@@ -364,6 +369,11 @@ def main() -> None:
                         samples("rps_per_server_cpu_s", front="http"), "req/s"),
             *ratio_rows("HTTP route (cached) throughput", {k: v for k, v in samples("rps", front="http").items()
                                                            if k != "java"}, "req/s", ratios=False),
+            *ratio_rows(f"HTTP route (cached, {args.depth} pipelined) per server CPU-second (Java over TCP)",
+                        samples("rps_per_server_cpu_s", front="http pipelined"), "req/s"),
+            *ratio_rows(f"HTTP route (cached, {args.depth} pipelined) throughput",
+                        {k: v for k, v in samples("rps", front="http pipelined").items() if k != "java"},
+                        "req/s", ratios=False),
         ]
     write_result(args.out, "tcp_route_query", {
         "seconds": seconds, "rounds": rounds, "warmup_seconds": warmup, "warmup_rounds": warmup_rounds, "connections": connections,

@@ -26,6 +26,23 @@ if routes ~= nil and routes ~= "" then
   end
 end
 
+-- With WRK_PIPELINE=<n> (n > 1) each connection writes n requests at once and reads their
+-- n answers (HTTP/1.1 pipelining), as a loader keeping n requests in flight does.
+local depth = tonumber(os.getenv("WRK_PIPELINE") or "")
+if depth ~= nil and depth > 1 then
+  local batch
+  init = function(args)
+    local r = {}
+    for i = 1, depth do
+      r[i] = wrk.format()
+    end
+    batch = table.concat(r)
+  end
+  request = function()
+    return batch
+  end
+end
+
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(

@@ -150,7 +150,9 @@ def test_tcp_route_query_bench_compares_with_java(tmp_path: Path) -> None:
     assert doc["results"]["summary"]["java"]["errors"] == 0
     assert doc["params"]["route_bytes"]["java"] > 0
     # and, with wrk installed, the same route over HTTP (cached) against Java's TCP figure
-    http = ["HTTP route (cached) per server CPU-second (Java over TCP): registry / Java"] if have_wrk() else []
+    http = ["HTTP route (cached) per server CPU-second (Java over TCP): registry / Java",
+            f"HTTP route (cached, {doc['params']['depth']} pipelined) per server CPU-second (Java over TCP): "
+            "registry / Java"] if have_wrk() else []
     assert [r["metric"] for r in ratio_rows(doc)] == ["TCP route (105) per server CPU-second: registry / Java", *http]
 
 
