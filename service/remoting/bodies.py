@@ -46,6 +46,7 @@ class Layout(NamedTuple):
 
 
 def register_broker_body(body: bytes, compressed: bool, version: int, max_topics: int | None = None) -> dict[str, Any]:
+    """The document of ``register_broker_body_laid_out``."""
     return register_broker_body_laid_out(body, compressed, version, max_topics)[0]
 
 
@@ -59,6 +60,8 @@ def register_broker_body_laid_out(body: bytes, compressed: bool, version: int,
     ``compressed=false`` in the header (BrokerOuterAPI.registerBrokerAll always sets false),
     so a body starting with a zlib header (0x78; JSON starts with '{') is inflated too.
     More than ``max_topics`` topics (when given) is refused before any of them is read further.
+    Also where the compressed form's topic table lies in it inflated (a plain body's: see
+    service/remoting/body_deltas.py ``plain_layout``).
     """
     if compressed or is_compressed(body):
         return _inflate_register(body, version, max_topics)
