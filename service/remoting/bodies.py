@@ -84,7 +84,7 @@ def register_broker_body_laid_out(body: bytes, compressed: bool, version: int,
 #    "topicConfigTable":{"T1":{...},"T2":{...}}}}
 TABLE_KEY = b'"topicConfigTable":{'
 TABLE_TAIL = b"}}}"  # the table's, the wrapper's and the body's closing braces
-_BETWEEN = b'},"'  # a config's end and the next one's name: inside a JSON string '"' is escaped
+CONFIG_BETWEEN = b'},"'  # a config's end and the next one's name: inside a JSON string '"' is escaped
 
 # A big plain body's table is parsed this many bytes at a time: the decoding thread holds
 # the GIL for one slice (about 1 ms), not for the whole body (5-9 ms at 10,000 topics),
@@ -130,7 +130,7 @@ def parse_sliced(body: bytes) -> dict[str, Any] | None:
     table: dict[str, Any] = {}
     end, at = len(body) - len(TABLE_TAIL), start
     while at < end:
-        cut = body.find(_BETWEEN, at + SLICE_BYTES, end)
+        cut = body.find(CONFIG_BETWEEN, at + SLICE_BYTES, end)
         stop = cut + 1 if cut >= 0 else end
         try:
             part = orjson.loads(b"{" + body[at:stop] + b"}")

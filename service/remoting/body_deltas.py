@@ -36,14 +36,12 @@ from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from service.remoting import bodies, fastjson
-from service.remoting.bodies import TABLE_TAIL as _TAIL, Layout, table_start
+from service.remoting.bodies import CONFIG_BETWEEN as _BETWEEN, TABLE_TAIL as _TAIL, Layout, table_start
 
 # Smaller bodies are decoded whole: cheap enough, and not worth holding.
 MIN_BYTES = 64 * 1024
 # The bodies a worker holds in all: past it the least recently used goes.
 MAX_HELD_BYTES = 64 * 1024 * 1024
-
-_BETWEEN = b'},"'  # the end of one topic config and the start of the next one's name
 
 
 class Held(NamedTuple):
@@ -88,8 +86,8 @@ def plain_layout(body: bytes, topics: int) -> Layout | None:
     if start < 0:
         return None
     end = len(body) - len(_TAIL)
-    table = body[start:end]
-    return Layout(body, start, end, None) if table.count(b"{") == topics == table.count(b"}") else None
+    flat = body.count(b"{", start, end) == topics == body.count(b"}", start, end)  # counted in place, no copy
+    return Layout(body, start, end, None) if flat else None
 
 
 def _same_start(old: bytes, old_at: int, new: bytes, new_at: int, most: int) -> int:
