@@ -6,6 +6,7 @@ it fails when the shortcut did not act where it should (or acted where it must n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -110,12 +111,21 @@ def quote(topic: str) -> str:
     return topic.replace("%", "%25")
 
 
+@contextlib.asynccontextmanager
+async def serving(settings: Settings, **runner: float) -> AsyncIterator[Server]:
+    """A Server with the shortcut (`runner`: its runner's timeouts) and REG registered."""
+    server = await Server(settings, **runner).start()
+    try:
+        assert status(await server.call(post("/v1/brokers/register", json.dumps(REG).encode()))) == 200
+        yield server
+    finally:
+        await server.runner.cleanup()
+
+
 @pytest.fixture
 async def fast(settings: Settings) -> AsyncIterator[Server]:
-    server = await Server(settings).start()
-    assert (await server.call(post("/v1/brokers/register", json.dumps(REG).encode())))[9:12] == b"200"
-    yield server
-    await server.runner.cleanup()
+    async with serving(settings) as server:
+        yield server
 
 
 @pytest.fixture
@@ -322,9 +332,7 @@ async def test_reads_needing_a_token_are_not_answered_without_one(settings: Sett
 
 
 async def test_a_connection_served_only_by_the_shortcut_is_not_closed_as_idle(settings: Settings) -> None:
-    server = await Server(settings, keepalive_timeout=0.5).start()
-    try:
-        assert status(await server.call(post("/v1/brokers/register", json.dumps(REG).encode()))) == 200
+    async with serving(settings, keepalive_timeout=0.5) as server:
         await warm(server, "T1")
         before = server.reads.answered
         conn = await server.connect()
@@ -334,14 +342,10 @@ async def test_a_connection_served_only_by_the_shortcut_is_not_closed_as_idle(se
             await asyncio.sleep(0.2)
         conn.close()
         assert server.reads.answered == before + 6
-    finally:
-        await server.runner.cleanup()
 
 
 async def test_a_head_kept_back_unfinished_has_the_header_deadline(settings: Settings) -> None:
-    server = await Server(settings, header_timeout_s=0.3).start()
-    try:
-        assert status(await server.call(post("/v1/brokers/register", json.dumps(REG).encode()))) == 200
+    async with serving(settings, header_timeout_s=0.3) as server:
         await warm(server, "T1")
         before = server.reads.answered
         conn = await server.connect()
@@ -352,8 +356,6 @@ async def test_a_head_kept_back_unfinished_has_the_header_deadline(settings: Set
         assert await conn.closed(timeout=3)
         conn.close()
         assert server.reads.answered == before + 1
-    finally:
-        await server.runner.cleanup()
 
 
 async def test_the_unfinished_head_aiohttp_holds_is_not_taken_for_a_new_request(fast: Server) -> None:
