@@ -39,6 +39,8 @@ function K.live(a) return TAG .. ':live:' .. a end
 function K.expiry() return TAG .. ':expiry' end
 function K.member(a) return TAG .. ':member:' .. a end
 function K.filter(a) return TAG .. ':filter:' .. a end
+function K.mapping(t) return TAG .. ':mapping:' .. enc(t) end
+function K.mapped(n) return TAG .. ':mapped:' .. enc(n) end
 function K.body_digests() return TAG .. ':body-digests' end
 function K.masterless() return TAG .. ':masterless' end
 function K.topics_gen() return TAG .. ':topics-gen' end
@@ -361,9 +363,71 @@ local function note_master(name)
   end
 end
 
+-- A perm with its write bit cleared (no bit library in every Lua we run on).
+local PERM_WRITE = 2
+local function without_write(perm)
+  perm = tonumber(perm)
+  if math.floor(perm / PERM_WRITE) % 2 == 1 then
+    return perm - PERM_WRITE
+  end
+  return perm
+end
+
+-- Wipes (perm & ~WRITE) or adds (perm = READ|WRITE) the write permission of every
+-- QueueData of a group; how many QueueData it has.
+local function set_write_perm(name, wipe)
+  local count, writes = 0, {}
+  local known = fingerprints(name)
+  for topic, fp in pairs(known) do
+    local r, w, p, f = string.match(fp, '^([^,]*),([^,]*),([^,]*),([^,]*)$')
+    local new_perm = wipe and without_write(p) or 6
+    if new_perm ~= tonumber(p) then
+      writes[#writes + 1] = {topic, r, w, tostring(new_perm), f}
+    end
+    count = count + 1
+  end
+  -- every topic here is known: only its row and fingerprint change, not its indexes
+  put_queues(name, writes, known)
+  return count
+end
+
+-- A group whose brokers run with enableActingMaster and that has members but no master
+-- any more serves reads only: its QueueData lose the write bit, as RocketMQ 5's
+-- RouteInfoManager.cleanTopicByUnRegisterRequests does when a member leaves.
+local function wipe_write_if_acting_masterless(name)
+  if redis.call('HGET', K.broker(name), 'enableActingMaster') == '1'
+      and redis.call('HEXISTS', K.addrs(name), '0') == 0 then
+    set_write_perm(name, true)
+  end
+end
+
+-- A static topic's queue mappings by the group that hosts them (RocketMQ 5's
+-- topicQueueMappingInfoTable): `mappings` a flat list [topic, bname, info JSON, ...].
+local function put_mappings(mappings)
+  for i = 1, #mappings, 3 do
+    local topic, bname, info = mappings[i], mappings[i + 1], mappings[i + 2]
+    if redis.call('HGET', K.mapping(topic), bname) ~= info then
+      redis.call('HSET', K.mapping(topic), bname, info)
+      redis.call('SADD', K.mapped(bname), topic)
+      touch_topic(topic)
+    end
+  end
+end
+
+-- Removes one group's mapping of a topic.
+local function drop_mapping(topic, bname)
+  if redis.call('HDEL', K.mapping(topic), bname) == 1 then
+    touch_topic(topic)
+  end
+  redis.call('SREM', K.mapped(bname), topic)
+end
+
 -- The group has no address left: it goes from the cluster and from every topic.
 local function remove_group(name)
   touch_group(name)
+  for _, topic in ipairs(redis.call('SMEMBERS', K.mapped(name))) do
+    drop_mapping(topic, name)
+  end
   drop_queues(name, redis.call('HKEYS', K.broker_topics(name)))
   local cluster = redis.call('HGET', K.broker(name), 'cluster')
   redis.call('DEL', K.broker(name), K.addrs(name), K.broker_topics(name))
@@ -392,6 +456,7 @@ local function detach(name, addr)
     remove_group(name)
   elseif removed then
     note_master(name)
+    wipe_write_if_acting_masterless(name)
   end
   return removed
 end

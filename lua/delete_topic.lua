@@ -1,4 +1,5 @@
--- Delete a topic's route, or only its QueueData on one cluster's brokers.
+-- Delete a topic's route, or only its QueueData on one cluster's brokers; with them go
+-- the static topic's queue mappings of those groups.
 -- KEYS[1] version counter
 -- ARGV[1] topic
 -- ARGV[2] clusterName, or '' for every broker
@@ -6,11 +7,20 @@
 local topic = ARGV[1]
 local cluster = ARGV[2]
 
+local function in_scope(name)
+  return cluster == '' or redis.call('SISMEMBER', K.cluster(cluster), name) == 1
+end
+
 local removed = 0
 for _, name in ipairs(redis.call('SMEMBERS', K.topic(topic))) do
-  if cluster == '' or redis.call('SISMEMBER', K.cluster(cluster), name) == 1 then
+  if in_scope(name) then
     drop_queue(topic, name)
     removed = removed + 1
+  end
+end
+for _, bname in ipairs(redis.call('HKEYS', K.mapping(topic))) do
+  if in_scope(bname) then
+    drop_mapping(topic, bname)
   end
 end
 

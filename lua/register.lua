@@ -21,6 +21,11 @@
 -- ARGV[15] mode 'diff': the generation (broker:<name> topicsGen) of the caller's copy; the
 --          script applies nothing and answers 'stale' when the group's is another one
 -- ARGV[16] mode 'diff': JSON array of the copy's topics absent from the configs
+-- ARGV[17] enableActingMaster as the broker sent it: '1', '0', or '' when its header has
+--          none (a broker before 5.0): RocketMQ 5's prime-slave rule is for 5.x brokers only
+-- ARGV[18] zoneName ('' when none)
+-- ARGV[19] the static topics' queue mappings of the body, a flat JSON array
+--          [topic, bname, TopicQueueMappingInfo JSON, ...]
 -- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, status, generation,
 --   rewritten}: status 'ok' or 'stale'; generation: the group's new topicsGen when its
 --   fingerprints are now exactly what the caller can tell ('' otherwise): in mode 'full' the
@@ -41,6 +46,9 @@ local filter_servers = cjson.decode(ARGV[11])
 local channel = ARGV[12] or ''
 local body_digest = ARGV[13] or ''
 local diff_mode = ARGV[14] == 'diff' and id == '0'
+local acting = ARGV[17] or ''
+local zone = ARGV[18] or ''
+local mappings = cjson.decode(ARGV[19] or '[]')
 
 -- the caller's copy is out of date: nothing is applied, it sends the whole table again
 if diff_mode and redis.call('HGET', K.broker(name), 'topicsGen') ~= ARGV[15] then
@@ -150,14 +158,40 @@ elseif old_addr ~= addr then
   end
 end
 
--- 3. topicQueueTable, from the master only. A topic's QueueData is written when it is
+-- BrokerData's enableActingMaster and zoneName: the last registration's, as in RocketMQ
+local acting_flag = acting == '1' and '1' or '0'
+local group_row = redis.call('HMGET', K.broker(name), 'enableActingMaster', 'zoneName')
+if (group_row[1] or '0') ~= acting_flag or (group_row[2] or '') ~= zone then
+  redis.call('HSET', K.broker(name), 'enableActingMaster', acting_flag)
+  if zone == '' then
+    redis.call('HDEL', K.broker(name), 'zoneName')
+  else
+    redis.call('HSET', K.broker(name), 'zoneName', zone)
+  end
+  touch_group(name)
+end
+
+-- RocketMQ 5's prime slave: a 5.x slave with the smallest id of a group that has no
+-- master writes the group's QueueData as a master would, without the write bit when the
+-- group runs with enableActingMaster (RouteInfoManager.registerBroker).
+local prime = false
+if acting ~= '' and id ~= '0' then
+  prime = true
+  for _, other in ipairs(redis.call('HKEYS', K.addrs(name))) do
+    if tonumber(other) < tonumber(id) then
+      prime = false
+    end
+  end
+end
+
+-- 3. topicQueueTable, from the master (or the prime slave) only. A topic's QueueData is written when it is
 -- new, or when it differs on a first registration or a new dataVersion; so a QueueData
 -- an operator deleted comes back, and an unchanged one costs a table lookup, not a call.
 local live_key = K.live(addr)
 local version_changed = redis.call('HGET', live_key, 'dataVersion') ~= data_version
 local rewrite = register_first or version_changed
 local generation = ''
-if id == '0' then
+if id == '0' or prime then
   -- a staged first registration (register_stage.lua) is published by this one: its pairs
   -- and topics are in place, readers and caches see them from now on
   local staged = redis.call('HGET', K.broker(name), 'staging')
@@ -182,9 +216,14 @@ if id == '0' then
   else
     known = fingerprints(name)
   end
+  local wipe_write = prime and acting_flag == '1'
   local writes, seen = {}, {}
   for i = 1, #topic_configs, 2 do
     local topic, fp = topic_configs[i], topic_configs[i + 1]
+    if wipe_write then
+      local r, w, p, f = string.match(fp, '^(%d+),(%d+),(%d+),(%d+)$')
+      fp = fingerprint(r, w, without_write(p), f)
+    end
     seen[topic] = true
     local old = known[topic]
     if not old or (rewrite and old ~= fp) then
@@ -209,10 +248,11 @@ if id == '0' then
   elseif exact then
     exact = redis.call('HLEN', K.broker_topics(name)) == #topic_configs / 2
   end
-  if exact then
+  if exact and id == '0' then  -- a prime slave's writes leave no copy a worker holds
     generation = tostring(redis.call('INCR', K.topics_gen()))
     redis.call('HSET', K.broker(name), 'topicsGen', generation)
   end
+  put_mappings(mappings)
 end
 
 -- 4. brokerLiveTable, with the key TTL and the deadline index

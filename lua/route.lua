@@ -4,11 +4,18 @@
 -- KEYS[1] version counter
 -- ARGV[1] topic
 -- ARGV[2] '1' to attach orderTopicConf from the KV namespace ORDER_TOPIC_CONFIG
+-- ARGV[3] '1' for supportActingMaster: a group whose brokers run with enableActingMaster,
+--         that has no master and whose QueueData cannot be written, answers its
+--         smallest-id member as id 0 (RocketMQ 5's pickupTopicRouteData)
 -- Returns {version, body, names}: body is the route as docs/api.md's JSON (queueDatas and
---   brokerDatas by brokerName, brokerAddrs by brokerId), or false when the topic has no
---   route (TOPIC_NOT_EXIST); names are the broker groups it names.
+--   brokerDatas by brokerName, brokerAddrs by brokerId; a BrokerData's enableActingMaster
+--   only when true and zoneName only when set; topicQueueMappingByBroker only for a static
+--   topic), or false when the topic has no route (TOPIC_NOT_EXIST); names are the broker
+--   groups it names.
 local topic = ARGV[1]
 local with_order = ARGV[2] == '1'
+-- RocketMQ leaves the brokers' own member-sync topics as they are
+local support_acting = ARGV[3] == '1' and string.sub(topic, 1, 27) ~= 'rmq_sys_SYNC_BROKER_MEMBER_'
 local str = cjson.encode  -- a Lua string as a JSON string
 
 local names = redis.call('SMEMBERS', K.topic(topic))
@@ -17,7 +24,7 @@ local queues, brokers, filters, named = {}, {}, {}, {}
 for _, name in ipairs(names) do
   local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
   -- a group under a staged first registration is not there yet (lua/register_stage.lua)
-  local group = q[1] and redis.call('HMGET', K.broker(name), 'cluster', 'staging')
+  local group = q[1] and redis.call('HMGET', K.broker(name), 'cluster', 'staging', 'enableActingMaster', 'zoneName')
   if q[1] and not group[2] then
     named[#named + 1] = name
     -- the counts are written only by the scripts, from validated integers
@@ -31,6 +38,10 @@ for _, name in ipairs(names) do
         ids[#ids + 1] = {tonumber(flat[i]), flat[i], flat[i + 1]}
       end
       table.sort(ids, function(a, b) return a[1] < b[1] end)
+      if support_acting and group[3] == '1' and #ids > 0 and ids[1][1] ~= 0
+          and math.floor(tonumber(q[3]) / 2) % 2 == 0 then
+        ids[1] = {0, '0', ids[1][3]}  -- the acting master
+      end
       local addrs = {}
       for i, id in ipairs(ids) do
         addrs[i] = str(id[2]) .. ':' .. str(id[3])
@@ -44,7 +55,9 @@ for _, name in ipairs(names) do
         end
       end
       brokers[#brokers + 1] = '{"cluster":' .. str(cluster) .. ',"brokerName":' .. str(name)
-        .. ',"brokerAddrs":{' .. table.concat(addrs, ',') .. '}}'
+        .. ',"brokerAddrs":{' .. table.concat(addrs, ',') .. '}'
+        .. (group[3] == '1' and ',"enableActingMaster":true' or '')
+        .. (group[4] and ',"zoneName":' .. str(group[4]) or '') .. '}'
     end
   end
 end
@@ -53,8 +66,23 @@ if #queues == 0 or #brokers == 0 then
   return {version, false, named}
 end
 local order = with_order and redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)
+-- a static topic's mappings by hosting group (stored as the standard JSON of each)
+local flat = redis.call('HGETALL', K.mapping(topic))
+local mapped = ''
+if #flat > 0 then
+  local by_name = {}
+  for i = 1, #flat, 2 do
+    by_name[#by_name + 1] = {flat[i], flat[i + 1]}
+  end
+  table.sort(by_name, function(a, b) return a[1] < b[1] end)
+  local parts = {}
+  for i, m in ipairs(by_name) do
+    parts[i] = str(m[1]) .. ':' .. m[2]
+  end
+  mapped = ',"topicQueueMappingByBroker":{' .. table.concat(parts, ',') .. '}'
+end
 local body = '{"orderTopicConf":' .. (order and str(order) or 'null')
   .. ',"queueDatas":[' .. table.concat(queues, ',') .. ']'
   .. ',"brokerDatas":[' .. table.concat(brokers, ',') .. ']'
-  .. ',"filterServerTable":{' .. table.concat(filters, ',') .. '}}'
+  .. ',"filterServerTable":{' .. table.concat(filters, ',') .. '}' .. mapped .. '}'
 return {version, body, named}

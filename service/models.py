@@ -216,9 +216,23 @@ def plain_fingerprints(table: dict[Any, Any], max_queues: int, max_topics: int) 
     return dict(zip(topics, map(fingerprint.__getitem__, keys)))
 
 
+def _check_mappings(mappings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    for topic, info in mappings.items():
+        bname = info.get("bname")
+        if not isinstance(bname, str) or not valid_name(bname):
+            raise ValueError(f"the queue mapping of {topic[:80]!r} must name its broker (bname: {name_rule()})")
+    return mappings
+
+
+# A 5.x broker's static topics: topic -> TopicQueueMappingInfo ({bname, currIdMap, epoch, ...}),
+# kept as the broker sent it and answered in routes (topicQueueMappingByBroker).
+QueueMappings = Annotated[dict[Topic, dict[str, Any]], AfterValidator(_check_mappings)]
+
+
 class TopicConfigWrapper(_Doc):
     topicConfigTable: dict[Topic, TopicConfig] = Field(default_factory=dict)
     dataVersion: DataVersion
+    topicQueueMappingInfoMap: QueueMappings = Field(default_factory=dict)
     _skipped: list[Skipped] = PrivateAttr(default_factory=list)
     _fingerprints: dict[str, str] | None = PrivateAttr(default=None)
 
@@ -303,6 +317,10 @@ class RegisterRequest(BrokerIdentity):
     heartbeatTimeoutMillis: Annotated[StrictInt, Field(ge=100, le=86_400_000)] | None = None
     topicConfigSerializeWrapper: TopicConfigWrapper
     filterServerList: Annotated[list[Addr], Field(max_length=MAX_FILTER_SERVERS)] | None = None
+    # a 5.x broker's: whether its group runs with enableSlaveActingMaster (None: a broker
+    # before 5.0, which RocketMQ 5's prime-slave rule leaves out), and its zone
+    enableActingMaster: StrictBool | None = None
+    zoneName: Annotated[StrictStr, StringConstraints(max_length=NAME_MAX)] | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -22,6 +22,8 @@ import sys
 from collections import OrderedDict
 from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
+import orjson
+
 # Registrations with fewer topics go in full: the script's comparison costs little there.
 COPY_MIN_TOPICS = 512
 # Topics the copies of one worker hold in all (~100 bytes each): beyond it the least
@@ -158,3 +160,26 @@ class Copies:
 
     def __len__(self) -> int:
         return len(self._held)
+
+
+def mapping_json(info: Mapping[str, Any]) -> bytes:
+    """A TopicQueueMappingInfo as a 5.x NameServer answers it to clients of 4.9.4 and later
+    (fastjson with MapSortField and quoted keys): fields in name order, ``currIdMap`` by
+    logic queue id in numeric order."""
+    doc = dict(info)
+    ids = doc.get("currIdMap")
+    if isinstance(ids, dict):
+        try:
+            doc["currIdMap"] = {str(k): ids[k] for k in sorted(ids, key=int)}
+        except (TypeError, ValueError):
+            pass  # not numbers: kept as sent, sorted as names
+    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+
+
+def mapping_args(mappings: Mapping[str, Mapping[str, Any]]) -> bytes:
+    """register.lua's queue mapping argument: [topic, bname, info JSON, ...]."""
+    flat: list[str] = []
+    for topic, info in mappings.items():
+        flat += (topic, info["bname"], mapping_json(info).decode())
+    return orjson.dumps(flat)
+

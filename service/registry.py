@@ -36,13 +36,19 @@ def _pairs(flat: list[Any]) -> dict[str, str]:
 
 
 def _broker_data(row: list[Any]) -> dict[str, Any]:
-    name, cluster, addrs = row
+    name, cluster, addrs, acting, zone = row
     by_id = _pairs(addrs)
-    return {
+    data: dict[str, Any] = {
         "cluster": _s(cluster),
         "brokerName": _s(name),
         "brokerAddrs": {k: by_id[k] for k in sorted(by_id, key=int)},
     }
+    # as route.lua writes BrokerData: only when set (the HTTP contract's documents stay as they were)
+    if acting and _s(acting) == "1":
+        data["enableActingMaster"] = True
+    if zone:
+        data["zoneName"] = _s(zone)
+    return data
 
 
 @dataclass(frozen=True)
@@ -112,16 +118,23 @@ class Registry:
         if wrapper.skipped:
             self._report_skipped(req)
         timeout = req.heartbeatTimeoutMillis or self.settings.broker_timeout_ms
-        delete_absent = self.settings.delete_topic_with_broker_registration
+        mappings = wrapper.topicQueueMappingInfoMap
+        # RocketMQ 5 leaves a broker with static topics out of this rule
+        delete_absent = self.settings.delete_topic_with_broker_registration and not mappings
         head: list[str | int | bytes] = [
             req.clusterName, req.brokerAddr, req.brokerName, req.brokerId,
             req.haServerAddr or "", timeout, wrapper.dataVersion.canonical(),
             "keep" if req.filterServerList is None else "set", "1" if delete_absent else "0",
         ]
         tail = [orjson.dumps(req.filterServerList or []), channel, digest]
+        acting = "" if req.enableActingMaster is None else "1" if req.enableActingMaster else "0"
+        extra = [acting, req.zoneName or "", registration.mapping_args(mappings)]
         name, master = req.brokerName, req.brokerId == 0
-        table = wrapper.topicConfigTable if master else {}  # a slave's topics are not stored
-        fps = wrapper.fingerprints if master else {}
+        # a 4.x slave's topics are never stored; a 5.x slave's are when it is its group's
+        # prime slave (the script decides: it sees the group's members)
+        writer = master or req.enableActingMaster is not None
+        table = wrapper.topicConfigTable if writer else {}
+        fps = wrapper.fingerprints if writer else {}
         if fps is None:  # a table that went through the full validation (skipped topics)
             fps = await registration.off_loop(len(table), registration.fingerprints, table)
         size = len(fps)
@@ -134,7 +147,7 @@ class Registry:
             generation, held = copy
             plan = await registration.off_loop(size, registration.plan, held, fps, delete_absent)
             args = head + [orjson.dumps(registration.flat(plan.changed)), *tail, "diff", generation,
-                           orjson.dumps(plan.absent)]
+                           orjson.dumps(plan.absent), *extra]
             result = await self._change("register", args)
             if _s(result[6]) == "ok":
                 fresh = plan.if_rewritten if int(result[8]) else plan.if_not
@@ -145,7 +158,7 @@ class Registry:
             self.copies.drop(name)  # out of date: the whole table goes
             copy = None
         flat = await registration.off_loop(size, lambda: orjson.dumps(registration.flat(fps)))
-        result = await self._change("register", head + [flat, *tail, "full", "", b"[]"])
+        result = await self._change("register", head + [flat, *tail, "full", "", b"[]", *extra])
         if master:
             self.copies.put(name, _s(result[7]), fps)
         self.register_paths["full"] += 1
@@ -237,7 +250,8 @@ class Registry:
 
     async def _route(self, topic: str) -> Route:
         order = "1" if self.settings.order_message_enable else "0"
-        version, body, names = await self.store.run("route", [topic, order])
+        acting = "1" if self.settings.support_acting_master else "0"
+        version, body, names = await self.store.run("route", [topic, order, acting])
         return Route(int(version), bytes(body) if body else None, [_s(n) for n in names])
 
     async def cluster_info(self) -> tuple[int, dict[str, Any]]:

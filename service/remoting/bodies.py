@@ -78,34 +78,61 @@ def register_broker_body_laid_out(body: bytes, compressed: bool, version: int,
 
 
 # ------------------------------------------------------------- plain, in fastjson's layout
-# fastjson writes a bean's fields in name order, so a RegisterBrokerBody's topic table is
-# the last thing in it:
+# fastjson writes a bean's fields in name order, so a 4.x RegisterBrokerBody's topic table
+# is the last thing in it:
 #   {"filterServerList":[...],"topicConfigSerializeWrapper":{"dataVersion":{...},
 #    "topicConfigTable":{"T1":{...},"T2":{...}}}}
+# and a 5.x one's (TopicConfigAndMappingSerializeWrapper) is followed by the static topics'
+# mappings, in which fastjson writes integer map keys bare (``{0:0}``):
+#   {"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{...},
+#    "mappingDataVersion":{...},"topicConfigTable":{...},"topicQueueMappingDetailMap":{...},
+#    "topicQueueMappingInfoMap":{"ST1":{...,"currIdMap":{0:0,1:1},...}}}}
 TABLE_KEY = b'"topicConfigTable":{'
 TABLE_TAIL = b"}}}"  # the table's, the wrapper's and the body's closing braces
+# the table's closing brace and the field after it, in a 5.x body
+MAPPINGS_AFTER_TABLE = b'},"topicQueueMappingDetailMap":'
 CONFIG_BETWEEN = b'},"'  # a config's end and the next one's name: inside a JSON string '"' is escaped
+# A config's end and the next topic's name and opening brace: 5.x configs hold an object
+# ("attributes":{},"order":...), whose end the bare separator would also find.
+_NEXT_CONFIG = re.compile(rb'\},"[^"\\]*":\{')
 
 # A big plain body's table is parsed this many bytes at a time: the decoding thread holds
-# the GIL for one slice (about 1 ms), not for the whole body (5-9 ms at 10,000 topics),
-# so the event loop's route reads wait that long at most.
+# the GIL for one slice, not for the whole body, so the event loop's route reads wait that
+# long at most (bench/README.md, reads during registrations).
 SLICE_BYTES = 128 * 1024
 
 
 def table_start(body: bytes) -> int:
-    """Where a plain body's topic table's first topic begins, when the body ends with it;
-    -1 otherwise."""
+    """Where a plain body's topic table's first topic begins, when the body ends with it
+    (4.x: see above); -1 otherwise."""
     at = body.find(TABLE_KEY)
-    if at < 0 or not body.endswith(TABLE_TAIL):
+    if at < 0 or not body.endswith(TABLE_TAIL) or body.find(MAPPINGS_AFTER_TABLE, at) >= 0:
         return -1
     return at + len(TABLE_KEY)
 
 
-def plain_head(body: bytes, start: int) -> dict[str, Any]:
-    """The document of a plain body with its table (from `start`) left empty; BodyError
-    when that is not a RegisterBrokerBody whose wrapper's table is the part cut out."""
+def table_span(body: bytes) -> tuple[int, int] | None:
+    """Where a plain body's topic table lies, from its first topic to its closing brace,
+    in either layout above; None in another."""
+    at = body.find(TABLE_KEY)
+    if at < 0:
+        return None
+    start = at + len(TABLE_KEY)
+    after = body.rfind(MAPPINGS_AFTER_TABLE, start)
+    if after >= 0:
+        return start, after
+    if body.endswith(TABLE_TAIL):
+        return start, len(body) - len(TABLE_TAIL)
+    return None
+
+
+def plain_head(body: bytes, start: int, end: int | None = None) -> dict[str, Any]:
+    """The document of a plain body with its table (from `start` to `end`, by default the
+    last TABLE_TAIL) left empty; BodyError when that is not a RegisterBrokerBody whose
+    wrapper's table is the part cut out."""
+    rest = body[end:] if end is not None else TABLE_TAIL
     try:
-        head = fastjson.loads(body[:start] + TABLE_TAIL)
+        head = fastjson.loads(body[:start] + rest)
     except ValueError as e:
         raise BodyError(str(e)) from None
     wrapper = head.get("topicConfigSerializeWrapper") if isinstance(head, dict) else None
@@ -119,18 +146,21 @@ def parse_sliced(body: bytes) -> dict[str, Any] | None:
     "}" (see SLICE_BYTES); None when it is not in fastjson's layout or a slice does not
     parse as whole configs (a config holding an object: cut inside it, the next slice has
     one "}" too many), and the body is parsed whole. Keys repeated across slices end as a
-    whole parse leaves them: where first seen, with the last value."""
-    start = table_start(body)
-    if start < 0:
+    whole parse leaves them: where first seen, with the last value. What lies around the
+    table (a 5.x body's static topic mappings, bare keys and all) is parsed apart."""
+    span = table_span(body)
+    if span is None:
         return None
+    start, end = span
     try:
-        doc = plain_head(body, start)
+        doc = plain_head(body, start, end)
     except BodyError:
         return None
     table: dict[str, Any] = {}
-    end, at = len(body) - len(TABLE_TAIL), start
+    at = start
     while at < end:
-        cut = body.find(CONFIG_BETWEEN, at + SLICE_BYTES, end)
+        found = _NEXT_CONFIG.search(body, at + SLICE_BYTES, end)
+        cut = found.start() if found is not None else -1
         stop = cut + 1 if cut >= 0 else end
         try:
             part = orjson.loads(b"{" + body[at:stop] + b"}")
@@ -251,7 +281,7 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> tupl
     [attributes JSON]`` separated by single spaces (no topicSysFlag, no order: RocketMQ
     drops them on this path too); int32 n + filterServerList JSON; and from broker version
     5.0.0 on int32 count + count x (int32 n + TopicQueueMappingInfo JSON), which a
-    NameServer keeps only for static topics and we do not use.
+    NameServer keeps for static topics (topicQueueMappingByBroker of their routes).
     """
     stream = Parts(inflate(body, max_topics))
     data_version = json_body(stream.part(), "DataVersion")
@@ -265,11 +295,16 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> tupl
         filters = fastjson.loads(filters_json) if filters_json else []
     except ValueError:
         filters = []  # RocketMQ logs and goes on with an empty list
+    mappings: dict[str, Any] = {}
     if version >= V5_0_0:
         for _ in range(stream.count()):
-            stream.part()  # TopicQueueMappingInfo: static topics, not kept
+            info = json_body(stream.part(), "TopicQueueMappingInfo")
+            if not isinstance(info, dict) or not isinstance(info.get("topic"), str):
+                raise BodyError("a TopicQueueMappingInfo must be an object naming its topic")
+            mappings[info["topic"]] = info
     return {
-        "topicConfigSerializeWrapper": {"dataVersion": data_version, "topicConfigTable": table},
+        "topicConfigSerializeWrapper": {"dataVersion": data_version, "topicConfigTable": table,
+                                        "topicQueueMappingInfoMap": mappings},
         "filterServerList": filters if filters is not None else [],
     }, layout
 
@@ -363,9 +398,12 @@ def topic_list(doc: dict[str, Any]) -> bytes:
 
 
 def _broker_data(d: dict[str, Any]) -> dict[str, Any]:
-    # BrokerData's fields in fastjson's order; zoneName is null (left out)
-    return {"brokerAddrs": d["brokerAddrs"], "brokerName": d["brokerName"], "cluster": d["cluster"],
-            "enableActingMaster": False}
+    # BrokerData's fields in fastjson's order; a null zoneName is left out
+    out = {"brokerAddrs": d["brokerAddrs"], "brokerName": d["brokerName"], "cluster": d["cluster"],
+           "enableActingMaster": bool(d.get("enableActingMaster", False))}
+    if d.get("zoneName") is not None:
+        out["zoneName"] = d["zoneName"]
+    return out
 
 
 def route(data: dict[str, Any], standard: bool) -> bytes:
@@ -381,6 +419,8 @@ def route(data: dict[str, Any], standard: bool) -> bytes:
          "topicSysFlag": q["topicSysFlag"], "writeQueueNums": q["writeQueueNums"]}
         for q in data["queueDatas"]
     ]
+    if data.get("topicQueueMappingByBroker"):  # a static topic's (null otherwise: left out)
+        doc["topicQueueMappingByBroker"] = data["topicQueueMappingByBroker"]
     encoded = orjson.dumps(doc)  # fields already in order; brokerAddrs sorted by id
     return encoded if standard else fastjson.dialect(encoded)
 

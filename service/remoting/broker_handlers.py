@@ -4,6 +4,8 @@ UNREGISTER_BROKER, BROKER_HEARTBEAT and QUERY_DATA_VERSION."""
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 from service.models import HeartbeatRequest, QueryDataVersionRequest, RegisterRequest, UnregisterRequest
@@ -28,23 +30,56 @@ from service.remoting.requests import (
     validate,
 )
 
+log = logging.getLogger(__name__)
+
+ZONE_NAME = "__ZONE_NAME"  # MixAll.ZONE_NAME: the broker's zone, among its extFields
+
 EMPTY_WRAPPER = {"dataVersion": {"timestamp": 0, "counter": 0}, "topicConfigTable": {}}
 
 
 # Header fields that vary between otherwise identical registrations and change nothing
-# they register (an ACL signature is a function of the rest).
-_UNDIGESTED = frozenset({"Signature", "AccessKey", "SecurityToken"})
+# they register (an ACL signature is a function of the rest, the body's CRC of the body).
+_UNDIGESTED = frozenset({"Signature", "AccessKey", "SecurityToken", "bodyCrc32"})
+
+
+# A 5.x broker's plain body carries the static topics' mapping version, whose timestamp
+# moves at every periodic registration (30 s) though nothing else does; a NameServer
+# decides "changed" by the topic config's dataVersion alone. fastjson writes it in the
+# body's first bytes (the wrapper's fields in name order, after dataVersion); digits only,
+# so the pattern cannot stand inside a JSON string (whose quotes would be escaped).
+_MAPPING_VERSION = re.compile(rb'"mappingDataVersion":\{"counter":\d+,"stateVersion":\d+,"timestamp":\d+\}')
+_MAPPING_VERSION_WITHIN = 4096
 
 
 def registration_digest(cmd: Command) -> str:
     """What makes two REGISTER_BROKER requests the same registration: the protocol version
-    (it decides how the body is read), every header field that matters, and the body."""
+    (it decides how the body is read), every header field that matters, and the body but
+    a 5.x plain body's mappingDataVersion (the mappings themselves are digested)."""
     head = b"".join(key.encode() + b"\0" + cmd.ext_fields[key].encode() + b"\0"
                     for key in sorted(cmd.ext_fields) if key not in _UNDIGESTED)
-    return body_digest(b"remoting\0%d\0" % cmd.version, head, cmd.body)
+    body = cmd.body
+    found = _MAPPING_VERSION.search(body, 0, _MAPPING_VERSION_WITHIN)
+    if found is None:
+        return body_digest(b"remoting\0%d\0" % cmd.version, head, body)
+    # a NUL byte stands where it was: no JSON body holds one, so none digests the same
+    return body_digest(b"remoting\0%d\0" % cmd.version, head, body[:found.start()], b"\0", body[found.end():])
 
 
 async def register_broker(ctx: Context, cmd: Command) -> Command:
+    try:
+        return await _register_broker(ctx, cmd)
+    except RemotingError as e:
+        # the broker only sees the answer's remark, and retries every 30 s until its timeout
+        # drops its routes: the operator must be able to see why
+        channel = CHANNEL.get()
+        f = cmd.ext_fields
+        log.warning("registration refused: broker %s (name %s, id %s, cluster %s) from %s: %s",
+                    f.get("brokerAddr", "?"), f.get("brokerName", "?"), f.get("brokerId", "?"),
+                    f.get("clusterName", "?"), channel.peer if channel and channel.peer else "?", e.remark)
+        raise
+
+
+async def _register_broker(ctx: Context, cmd: Command) -> Command:
     # Brokers send the same registration every 30 s (4.x forces a full one on that timer):
     # when it is the one this address last registered in full, only liveness is refreshed,
     # without decoding, validating or walking its topics again (as over HTTP).
@@ -57,7 +92,7 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
     data = identity(cmd)
     crc = long_field(cmd, "bodyCrc32", required=False) or 0
     if crc != 0 and crc != bodies.crc32(cmd.body):
-        return fail(cmd, codes.SYSTEM_ERROR, "crc32 not match")
+        raise RemotingError(codes.SYSTEM_ERROR, "crc32 not match")
     key = cmd.ext_fields.get("brokerAddr", "")
     req = delta_request(ctx, cmd, key, data)
     if req is None:
@@ -137,6 +172,10 @@ def request_of(ctx: Context, cmd: Command, data: dict[str, Any], doc: dict[str, 
     """The request of header fields `data` and RegisterBrokerBody `doc`."""
     data["haServerAddr"] = cmd.ext_fields.get("haServerAddr")
     data["heartbeatTimeoutMillis"] = long_field(cmd, "heartbeatTimeoutMillis", required=False)
+    if "enableActingMaster" in cmd.ext_fields:  # a 5.x broker's header (Boolean: absent before 5.0)
+        data["enableActingMaster"] = bool_field(cmd, "enableActingMaster")
+    if cmd.ext_fields.get(ZONE_NAME):
+        data["zoneName"] = cmd.ext_fields[ZONE_NAME]
     data["topicConfigSerializeWrapper"] = doc.get("topicConfigSerializeWrapper")
     if "filterServerList" in doc:
         data["filterServerList"] = doc["filterServerList"] if doc["filterServerList"] is not None else []

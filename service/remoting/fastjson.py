@@ -2,11 +2,12 @@
 
 fastjson writes a map whose keys are numbers without quotes: a BrokerData's
 ``HashMap<Long, String> brokerAddrs`` comes out as ``{"brokerAddrs":{0:"10.0.0.1:10911"}}``,
-a TopicQueueMappingInfo's ``currIdMap`` as ``{0:0}``. Standard parsers refuse that, so
-``loads`` quotes such bare keys before parsing (only when the fast parse fails, and only
-in documents up to ``BARE_KEYS_MAX`` bytes: the quoting is pure Python, about 0.7 s per MiB
-of hostile input, so a bigger document in that form is refused rather than allowed to
-hold the event loop; fastjson writes bare keys only in small maps such as brokerAddrs).
+a TopicQueueMappingInfo's ``currIdMap`` as ``{0:0}`` (a 5.x broker's plain registration
+carries one per static topic, after a topic table of up to megabytes). Standard parsers
+refuse that, so ``loads`` quotes such bare keys before parsing, when the fast parse fails,
+in documents of any size: from where the parser stopped on, and in linear time with the
+scanning done by C (bytes methods and one regex), so a 16 MiB document costs the decoding
+thread a bounded time and never more than one pass per string that holds a lookalike.
 
 RocketMQ's NameServer sends that form to clients older than 4.9.4 (request ``version``
 < 401, unless the header ``acceptStandardJsonOnly`` is true) and always for ClusterInfo;
@@ -21,27 +22,19 @@ from typing import Any
 
 import orjson
 
-# ~10 ms of quoting at worst on a loaded core. fastjson writes bare keys in brokerAddrs and
-# in the static-topic mappings of a 5.x RegisterBrokerBody, which its compressed form
-# (compressedRegister=true) carries without any JSON to quote.
-BARE_KEYS_MAX = 16 * 1024
-
-_BARE_KEY = re.compile(r"[A-Za-z0-9_$.+\-]+")
-_WS = " \t\r\n"
+# A key fastjson leaves unquoted (a number; identifiers too, as other writers do), after
+# the "{" or "," that opens its place, up to its ":".
+_BARE_KEY = re.compile(rb"[{,][ \t\r\n]*([A-Za-z0-9_$.+\-]+)[ \t\r\n]*:")
 
 
 def loads(data: bytes | str) -> Any:
-    """Standard JSON, or fastjson's output with unquoted map keys (up to BARE_KEYS_MAX
-    bytes); ValueError otherwise."""
+    """Standard JSON, or fastjson's output with unquoted map keys; ValueError otherwise."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as first:
-        if len(data) > BARE_KEYS_MAX:
-            raise ValueError(f"{first}; a document over {BARE_KEYS_MAX} bytes must be standard JSON "
-                             "(map keys quoted)") from None
-        text = data.decode("utf-8", errors="strict") if isinstance(data, (bytes, bytearray, memoryview)) else data
-        fixed = quote_bare_keys(text)
-        if fixed == text:
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        fixed = quote_bare_keys(raw, _place_before(raw, first.pos))
+        if fixed is raw:
             raise ValueError(str(first)) from None
         try:
             return orjson.loads(fixed)
@@ -49,45 +42,55 @@ def loads(data: bytes | str) -> Any:
             raise ValueError(str(e)) from None
 
 
-def quote_bare_keys(text: str) -> str:
-    """Puts quotes around object keys written without them ({0:"a"} -> {"0":"a"})."""
-    out: list[str] = []
-    i, n, start = 0, len(text), 0
-    while i < n:
-        c = text[i]
-        if c == '"':
-            i += 1
-            while i < n and text[i] != '"':
-                i += 2 if text[i] == "\\" else 1
-            i += 1
+def _place_before(raw: bytes, pos: int) -> int:
+    """The byte offset of the "{" or "," before character `pos` (where orjson stopped:
+    outside any string, and everything before it standard JSON), or 0."""
+    if not raw.isascii():
+        try:
+            pos = len(raw.decode()[:pos].encode())
+        except UnicodeDecodeError:
+            return 0
+    return max(raw.rfind(b"{", 0, pos + 1), raw.rfind(b",", 0, pos + 1), 0)
+
+
+def quote_bare_keys(data: bytes, start: int = 0) -> bytes:
+    """`data` with object keys written without quotes quoted, from offset `start` (which
+    must lie outside any string) on: ``{0:"a"}`` -> ``{"0":"a"}``. `data` itself when it
+    has none."""
+    # In `plain` every '"' delimits a string: escaped backslashes, then escaped quotes, are
+    # two other bytes there, at the same offsets.
+    plain = data.replace(b"\\\\", b"__").replace(b'\\"', b"__") if b"\\" in data else data
+    out: list[bytes] = []
+    copied, at = 0, start  # `at` always lies outside strings
+    search = _BARE_KEY.search
+    while (m := search(plain, at)) is not None:
+        place = m.start()
+        if plain.count(b'"', at, place) & 1:
+            # inside a string: what looked like a key is text; go on after the string
+            close = plain.find(b'"', place)
+            if close < 0:
+                break
+            at = close + 1
             continue
-        if c in "{,":
-            j = i + 1
-            while j < n and text[j] in _WS:
-                j += 1
-            m = _BARE_KEY.match(text, j)
-            if m is not None:
-                k = m.end()
-                while k < n and text[k] in _WS:
-                    k += 1
-                if k < n and text[k] == ":":
-                    out.append(text[start:j])
-                    out.append('"' + m.group(0) + '"')
-                    start = i = m.end()
-                    continue
-        i += 1
-    out.append(text[start:])
-    return "".join(out)
+        key, key_end = m.span(1)
+        out += (data[copied:key], b'"', data[key:key_end], b'"')
+        copied = key_end
+        at = m.end()
+    if not out:
+        return data
+    out.append(data[copied:])
+    return b"".join(out)
 
 
-_ADDRS = re.compile(rb'"brokerAddrs":\{[^{}]*\}')
+_ADDRS = re.compile(rb'"(?:brokerAddrs|currIdMap)":\{[^{}]*\}')
 _QUOTED_INT_KEY = re.compile(rb'"(-?\d+)":')
 
 
 def dialect(standard: bytes) -> bytes:
-    """fastjson's default form of a route or cluster document: brokerAddrs keys unquoted.
+    """fastjson's default form of a route or cluster document: the keys of brokerAddrs and
+    of a static topic's currIdMap unquoted.
 
     Safe on our documents: addresses are host:port (validated), so a brokerAddrs object
-    holds no braces and no quotes inside its strings.
+    holds no braces and no quotes inside its strings; a currIdMap holds numbers.
     """
     return _ADDRS.sub(lambda m: _QUOTED_INT_KEY.sub(rb"\1:", m.group(0)), standard)

@@ -100,6 +100,9 @@ async def test_broker_533_registers_with_a_json_header(rmq: RemotingClient) -> N
                          "cluster": "DefaultCluster", "enableActingMaster": False}],
         "filterServerTable": {},
         "queueDatas": [{"brokerName": "broker-a", "perm": 6, "readQueueNums": 4, "topicSysFlag": 0, "writeQueueNums": 4}],
+        # the body's queue mapping, as 5.3's pickupTopicRouteData attaches it
+        "topicQueueMappingByBroker": {"broker-a": {"bname": "broker-a", "currIdMap": {"0": 0}, "dirty": False, "epoch": 0,
+                                                  "scope": "__global__", "topic": "TopicTest", "totalQueues": 4}},
     }
 
 
