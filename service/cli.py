@@ -49,6 +49,23 @@ def _scan(settings: Settings) -> int:
     return asyncio.run(once())
 
 
+def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import os
+
+    from service.remoting.client import Credentials
+    from service.remoting.compare import run
+
+    if args.in_flight < 1:
+        parser.error(f"--in-flight must be at least 1, not {args.in_flight}")
+    credentials = None
+    if args.access_key:
+        secret = os.environ.get("RMQ_COMPARE_SECRET_KEY")
+        if not secret:
+            parser.error("--access-key needs the secret key in RMQ_COMPARE_SECRET_KEY")
+        credentials = Credentials(args.access_key, secret)
+    return run(args.a, args.b, args.in_flight, args.timeout, credentials, args.most)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["analytics"]:
@@ -64,9 +81,20 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--redis-url", help="Redis URL (REDIS_URL; unset: embedded store)")
     serve.add_argument("--remoting-port", type=int, help="RocketMQ protocol port (RMQ_REMOTING_PORT, default 9876; 0: off)")
     sub.add_parser("scan", help="run one expiry pass against REDIS_URL and exit")
+    compare = sub.add_parser("compare", help="compare what two NameServers answer (host:port each); exit 1 when "
+                                             "anything differs, 2 when either cannot be read")
+    compare.add_argument("a", help="a NameServer, host:port (e.g. a Java NameServer)")
+    compare.add_argument("b", help="another one, host:port (e.g. the registry's RocketMQ port)")
+    compare.add_argument("--in-flight", type=int, default=64, help="requests in flight per NameServer (default 64)")
+    compare.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for one answer (default 10)")
+    compare.add_argument("--most", type=int, default=None, help="print at most this many differences")
+    compare.add_argument("--access-key", help="sign requests (ACL) with this access key; the secret key comes from "
+                                              "RMQ_COMPARE_SECRET_KEY")
     sub.add_parser("analytics", help="run a PySpark analytics job: rmq-registry analytics --help")
 
     args = parser.parse_args(argv)
+    if args.command == "compare":
+        return _compare(parser, args)
     settings = from_env()
     logs.setup(settings.log_level, settings.log_format)
     if args.command == "serve":

@@ -81,8 +81,9 @@ class Keys:
         """HASH row: cluster, brokerName; and for the scripts: queuesIntact (every QueueData
         its master registered is in place), topicsGen (the generation of broker_topics a
         worker's copy may be diffed against; absent: none is), staging (a staged first
-        registration is under way, lua/register_stage.lua: readers skip the group).
-        A group with no cluster field is not registered yet."""
+        registration is under way, lua/register_stage.lua: readers skip the group);
+        enableActingMaster ('1'/'0') and zoneName as its last registration sent them
+        (BrokerData's, RocketMQ 5). A group with no cluster field is not registered yet."""
         return f"{self.tag}:broker:{encode_name(name)}"
 
     def addrs(self, name: str) -> str:
@@ -122,6 +123,17 @@ class Keys:
     def queue(self, topic: str, name: str) -> str:
         """HASH row: topic, brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag."""
         return f"{self.tag}:queue:{encode_name(topic)}:{encode_name(name)}"
+
+    # -- topicQueueMappingInfoTable (RocketMQ 5's static topics)
+    def mapping(self, topic: str) -> str:
+        """HASH bname -> TopicQueueMappingInfo JSON (fields in name order, currIdMap by id):
+        a static topic's queue mappings by the group hosting them, as routes answer them
+        (topicQueueMappingByBroker)."""
+        return f"{self.tag}:mapping:{encode_name(topic)}"
+
+    def mapped(self, name: str) -> str:
+        """SET of the topics whose mapping names this group: what goes with the group."""
+        return f"{self.tag}:mapped:{encode_name(name)}"
 
     # -- brokerLiveTable
     def live(self, addr: str) -> str:

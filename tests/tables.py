@@ -51,6 +51,7 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
     - every address of a BrokerData has its identity row (for expiry) and a deadline
     - every live row and every filter list belongs to an address of some BrokerData
     - the groups-without-master set lists exactly the BrokerData without a brokerId 0
+    - every static topic's queue mapping is indexed by its group, and only those
     """
     bad: list[str] = []
     t = keys.tag
@@ -136,4 +137,14 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
     for raw in r.zrange(keys.expiry, 0, -1):
         if _s(raw) not in addr_owner:
             bad.append(f"deadline for {_s(raw)}, an address in no BrokerData")
+    for raw in r.scan_iter(match=f"{t}:mapping:*"):
+        topic = decode_name(_s(raw)[len(f"{t}:mapping:"):])
+        for bname in (_s(b) for b in r.hkeys(raw)):
+            if not r.sismember(keys.mapped(bname), topic):
+                bad.append(f"queue mapping of {topic} by {bname} not indexed in its group's mapped set")
+    for raw in r.scan_iter(match=f"{t}:mapped:*"):
+        bname = decode_name(_s(raw)[len(f"{t}:mapped:"):])
+        for topic in smembers(raw):
+            if not r.hexists(keys.mapping(topic), bname):
+                bad.append(f"group {bname} indexes a queue mapping of {topic} that is not there")
     return bad
