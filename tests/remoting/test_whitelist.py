@@ -116,6 +116,9 @@ FORMS = [
     ("*", "127.0.0.9", None),
     ("*.*.*.*", "127.0.0.9", None),
     ("127.0.0.3 127.0.0.2", "127.0.0.2", "127.0.0.4"),  # two patterns
+    ("127.0.0.2/32", "127.0.0.2", "127.0.0.3"),  # CIDR prefixes, beside RocketMQ's forms
+    ("127.0.1.0/24", "127.0.1.77", "127.0.0.77"),
+    ("127.0.0.0/30", "127.0.0.2", "127.0.0.4"),
 ]
 
 
@@ -146,6 +149,7 @@ needs_ipv6 = pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback (
 @pytest.mark.parametrize("white, allowed", [
     ("::1", True), ("0:0:0:0:0:0:0:1", True), ("::0-f", True), ("::{1,2}", True), ("::1,::2", True),
     ("*:*:*:*:*:*:*:*", True), ("::2", False), ("::2-f", False), ("127.0.0.1", False),
+    ("::1/128", True), ("::/127", True), ("::2/127", False), ("fd00::/8", False), ("127.0.0.0/8", False),
 ], ids=lambda v: str(v))
 async def test_ipv6_pattern_forms_on_an_ipv6_connection(whitelisted: Any, white: str, allowed: bool) -> None:
     connect = await whitelisted(white, host="::1")
@@ -177,3 +181,15 @@ def test_a_worker_given_a_bad_pattern_exits_at_once_with_one_line(tmp_path: Path
     assert out.decode().strip().splitlines() == [
         "RMQ_REMOTING_WHITE_ADDRESSES='10.0.0.* 10.0.0.1-300': bad address pattern '10.0.0.1-300': "
         "'1-300' is not a range within 0-255"]
+
+
+def test_a_worker_given_a_bad_cidr_prefix_exits_at_once_with_one_line(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(KEYS)
+    proc = start([console_script("rmq-registry"), "serve", "--port", "0"],
+                 {"RMQ_AUTH_TOKENS_FILE": str(tokens), "RMQ_REMOTING_WHITE_ADDRESSES": "127.0.0.1/32 10.0.0.0/40"})
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode != 0
+    assert out.decode().strip().splitlines() == [
+        "RMQ_REMOTING_WHITE_ADDRESSES='127.0.0.1/32 10.0.0.0/40': bad address pattern '10.0.0.0/40': "
+        "not a CIDR prefix (address/length)"]
