@@ -174,21 +174,23 @@ def _free_port(host: str) -> int:
 
 
 @contextlib.asynccontextmanager
-async def haproxy(tmp_path: Path, worker_port: int, listen: str, send: str) -> AsyncIterator[int]:
-    """HAProxy in TCP mode on `listen`, forwarding to the worker with `send` (send-proxy or
-    send-proxy-v2); yields its port."""
+async def haproxy(tmp_path: Path, worker_port: int, listen: str, send: str,
+                  idle_timeout: str = "30s") -> AsyncIterator[int]:
+    """HAProxy in TCP mode on `listen`, forwarding to the worker with `send` (send-proxy,
+    send-proxy-v2, or "" for no header), closing connections idle for `idle_timeout`;
+    yields its port."""
     binary = shutil.which("haproxy")
     if binary is None:
         pytest.skip("haproxy is not installed (apt-get install haproxy; scripts/test installs it)")
     port = _free_port(listen)
-    config = tmp_path / f"haproxy-{send}.cfg"
+    config = tmp_path / f"haproxy-{send or 'plain'}-{idle_timeout}.cfg"
     config.write_text(f"""global
     maxconn 64
 defaults
     mode tcp
     timeout connect 2s
-    timeout client 30s
-    timeout server 30s
+    timeout client {idle_timeout}
+    timeout server {idle_timeout}
 frontend rocketmq
     bind {"[" + listen + "]" if ":" in listen else listen}:{port}
     default_backend workers
