@@ -8,8 +8,10 @@ HAProxy, with the periods scaled down to seconds."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
+from typing import AsyncIterator
 
 import redis
 
@@ -24,26 +26,32 @@ BROKER_KEY = "{rmq}:broker:broker-a"
 QUIET_S = 2.5  # the broker's silence between two registrations (30 s in RocketMQ)
 
 
+@contextlib.asynccontextmanager
+async def registered_behind_haproxy(worker: Worker, tmp_path: Path, idle_timeout: str) -> AsyncIterator[RemotingClient]:
+    """A broker registered through HAProxy closing connections idle for `idle_timeout`."""
+    async with haproxy(tmp_path, worker.port, "127.0.0.1", "", idle_timeout=idle_timeout) as port:
+        broker = await RemotingClient.connect(port)
+        try:
+            assert (await broker.call(register(registration()))).code == codes.SUCCESS
+            yield broker
+        finally:
+            await broker.close()
+
+
 async def test_a_balancer_idle_timeout_below_the_brokers_period_unregisters_them_between_registrations(
         worker: Worker, tmp_path: Path, r: redis.Redis) -> None:
-    async with haproxy(tmp_path, worker.port, "127.0.0.1", "", idle_timeout="1s") as port:
-        broker = await RemotingClient.connect(port)
-        assert (await broker.call(register(registration()))).code == codes.SUCCESS
+    async with registered_behind_haproxy(worker, tmp_path, "1s"):
         assert r.exists(BROKER_KEY)
         deadline = time.monotonic() + QUIET_S + 10  # generous: HAProxy closes after 1 s of silence
         while r.exists(BROKER_KEY) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         assert not r.exists(BROKER_KEY)  # gone before its next registration
-        await broker.close()
 
 
 async def test_a_balancer_idle_timeout_above_the_brokers_period_keeps_them(
         worker: Worker, tmp_path: Path, r: redis.Redis) -> None:
-    async with haproxy(tmp_path, worker.port, "127.0.0.1", "", idle_timeout="1h") as port:
-        broker = await RemotingClient.connect(port)
-        assert (await broker.call(register(registration()))).code == codes.SUCCESS
+    async with registered_behind_haproxy(worker, tmp_path, "1h") as broker:
         await asyncio.sleep(QUIET_S)
         assert r.exists(BROKER_KEY)
-        assert (await broker.call(register(registration()))).code == codes.SUCCESS  # the same connection
+        assert (await broker.call(register(registration()))).code == codes.SUCCESS  # on the same connection
         assert r.exists(BROKER_KEY)
-        await broker.close()
