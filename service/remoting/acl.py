@@ -111,7 +111,7 @@ def refusal_line(cmd: Command, peer: str, remark: str, white: AddressList | None
         who.append(f"broker {broker}")
     access_key = fields.get(ACCESS_KEY)
     who.append(f"accessKey {printable(access_key)}" if access_key is not None else "unsigned")
-    reason = remark.removeprefix(ACL_EXCEPTION)
+    reason = printable(remark.removeprefix(ACL_EXCEPTION), 512)  # it may quote the access key
     if access_key is None and white is not None:
         if required(cmd.code) == auth.ADMIN:
             reason += " (an admin request: RMQ_REMOTING_WHITE_ADDRESSES admits broker requests and reads only)"

@@ -145,6 +145,15 @@ async def test_an_admin_request_with_a_broker_key_is_logged_as_needing_admin(
         f"Need admin permission for request code={codes.WIPE_WRITE_PERM_OF_BROKER}, but accessKey=bk is not"]
 
 
+async def test_a_refusal_line_shows_a_forged_access_key_on_one_line(secured: Any,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="service.remoting.refusals")
+    rmq = await secured()
+    await rmq.call(signed(register(registration()), "x\nWARNING forged", "s"))
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "service.remoting.refusals"]
+    assert "\n" not in line and line.endswith("accessKey x?WARNING forged: No acl config for x?WARNING forged")
+
+
 ADMIN_REQUESTS = [
     (codes.PUT_KV_CONFIG, {"namespace": "NS", "key": "k", "value": "v"}),
     (codes.GET_KV_CONFIG, {"namespace": "NS", "key": "k"}),
