@@ -11,6 +11,10 @@ The forms RocketMQ's ``RemoteAddressStrategyFactory`` accepts, IPv4 and IPv6 ali
   every part left), ``192.168.100-200.10-20``; IPv6 groups in hex:
   ``2001:db8::1-200:*``, ``2001:db8::ac5:*``.
 
+Beside them, not RocketMQ's: a CIDR prefix, ``10.0.0.0/8``, ``127.0.0.1/32``,
+``fd00::/8``, as Kubernetes and cloud firewalls write networks. Its host bits must be 0
+(``10.0.0.1/8`` is refused, naming the network it would be).
+
 One difference, on the safe side: RocketMQ's range strategy checks only the first part
 that holds a ``*`` or a range and lets the later ones through (so it lets
 ``192.168.150.99`` in under ``192.168.100-200.10-20``); every part is checked here.
@@ -33,6 +37,8 @@ _V4 = (4, ".", 255, 10)
 _V6 = (8, ":", 0xFFFF, 16)
 
 Parts = tuple[tuple[int, int], ...]  # an inclusive (low, high) range per part
+
+_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
 
 
 class PatternError(ValueError):
@@ -62,6 +68,23 @@ def _exact(text: str) -> Parts:
     if address is None or "%" in text:
         raise PatternError(f"{text.strip()!r} is not an IP address")
     return tuple((p, p) for p in _parts_of(address))
+
+
+def _cidr(text: str) -> Parts:
+    """A CIDR prefix, as the per-part ranges it covers (a prefix is one range per part:
+    the parts before its end fixed, the one it ends in a range, the rest whole)."""
+    try:
+        network = ipaddress.ip_network(text, strict=True)
+    except ValueError as e:
+        if "has host bits set" in str(e):
+            loose = ipaddress.ip_network(text, strict=False)
+            raise PatternError(f"host bits set after the prefix: the network is {loose}") from None
+        raise PatternError("not a CIDR prefix (address/length)") from None
+    if isinstance(network, ipaddress.IPv6Network) and network.prefixlen >= 96 and network.subnet_of(_MAPPED):
+        # connections' IPv4-mapped addresses are matched as IPv4 (normalise): so is this prefix
+        network = ipaddress.IPv4Network((int(network.network_address) & 0xFFFFFFFF, network.prefixlen - 96))
+    low, high = _parts_of(network.network_address), _parts_of(network.broadcast_address)
+    return tuple(zip(low, high))
 
 
 def _part(text: str, top: int, base: int) -> tuple[int, int]:
@@ -119,7 +142,9 @@ class AddressPattern:
         if text in ANY:
             return cls(text, True, ())
         try:
-            if "{" in text or "}" in text:
+            if "/" in text:
+                alternatives = (_cidr(text),)
+            elif "{" in text or "}" in text:
                 prefix, brace, rest = text.partition("{")
                 if not brace or not rest.endswith("}") or "{" in rest or rest.count("}") != 1 \
                         or not prefix or prefix[-1] not in ".:":

@@ -58,7 +58,7 @@ class Settings:
     cache_negative_entries: int = 10_000
     auth_tokens_file: str | None = None
     auth_reads: str = "open"
-    # RocketMQ address patterns, space-separated: unsigned broker requests and reads from them pass
+    # RocketMQ address patterns or CIDR prefixes, space-separated: unsigned broker requests and reads from them pass
     remoting_white_addresses: str | None = None
     # every RocketMQ connection starts with a PROXY protocol (v1 or v2) header
     remoting_proxy_protocol: bool = False

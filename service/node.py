@@ -17,6 +17,7 @@ import logging
 
 from prometheus_client import CollectorRegistry
 
+from service import posture
 from service.cache import ReadCache
 from service.config import Settings
 from service.metrics import CoreCollector
@@ -48,8 +49,7 @@ class Node:
     async def start(self) -> None:
         settings = self.settings
         check_secrets(settings)
-        if not settings.auth_tokens_file:
-            log.warning("authentication is off (RMQ_AUTH_TOKENS_FILE unset): anyone who reaches this port may change routes")
+        posture.say(settings)
         if settings.embedded:
             log.warning("no REDIS_URL: running on an embedded in-process store "
                         "(single process, NOT durable: everything is lost on exit)")

@@ -1,4 +1,5 @@
-"""RocketMQ's plain ACL address patterns (service.addresses): every form, IPv4 and IPv6."""
+"""RocketMQ's plain ACL address patterns (service.addresses): every form, IPv4 and IPv6,
+and CIDR prefixes beside them."""
 
 from __future__ import annotations
 
@@ -29,6 +30,16 @@ FORMS = [
     ("2::ac5:78:1-200:*", ["2::ac5:78:1:0", "2::ac5:78:200:ffff"], ["2::ac5:78:201:0", "2::ac5:79:1:0"]),
     ("2::ac5:78:1-200", ["2::ac5:78:1", "2::ac5:78:1ff"], ["2::ac5:78:201", "2::ac5:78:0"]),
     ("::1", ["::1"], ["127.0.0.1", "::2"]),
+    # CIDR prefixes, beside RocketMQ's forms
+    ("127.0.0.1/32", ["127.0.0.1", "::ffff:127.0.0.1"], ["127.0.0.2", "127.0.1.1"]),
+    ("10.0.0.0/8", ["10.0.0.0", "10.255.255.255", "10.7.0.1"], ["11.0.0.0", "9.255.255.255"]),
+    ("192.168.4.0/22", ["192.168.4.0", "192.168.7.255"], ["192.168.3.255", "192.168.8.0"]),
+    ("172.16.0.0/12", ["172.16.0.1", "172.31.255.254"], ["172.32.0.1", "172.15.255.255"]),
+    ("0.0.0.0/0", ["0.0.0.0", "255.255.255.255"], ["::1"]),
+    ("fd00::/8", ["fd00::1", "fdff:ffff::7"], ["fe00::1", "fc00::1", "10.0.0.1"]),
+    ("2001:db8:0:8000::/49", ["2001:db8:0:8000::1", "2001:db8:0:ffff::"], ["2001:db8:0:7fff::", "2001:db8:1::"]),
+    ("::1/128", ["::1"], ["::2", "127.0.0.1"]),
+    ("::ffff:10.0.0.0/104", ["10.1.2.3", "::ffff:10.1.2.3"], ["11.0.0.1"]),
 ]
 
 
@@ -59,6 +70,7 @@ def test_a_host_that_is_no_address_matches_no_pattern_but_the_wildcard() -> None
     "", "10.0.0", "10.0.0.256", "10.0.0.1.2", "10.0.0.*-1", "10.0.0.5-1", "10.0.0.-1", "10.0.0.1-",
     "10.0.0.300-400", "10.0.{1,2}.3", "10.0.0.{1,x}", "10.0.0.{1,2", "10.0.0.1,nope", "host.example.com",
     "2001:db8::g", "2001:db8::1::2", "1:2:3:4:5:6:7::8-9", "2001:db8::1-10000", "10.0.0.\u0661",
+    "10.0.0.0/33", "10.0.0.0/", "/8", "10.0.0.*/8", "10.0.0.0/8/8", "fd00::/129", "10.0.0.0/x",
 ], ids=repr)
 def test_a_pattern_rocketmq_would_refuse_is_refused_with_the_reason(pattern: str) -> None:
     with pytest.raises(PatternError):
@@ -75,6 +87,18 @@ def test_a_bad_whitelist_setting_stops_the_worker_with_one_line_naming_it() -> N
     with pytest.raises(SystemExit) as e:
         from_env({"RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.* 10.0.0.999", "RMQ_AUTH_TOKENS_FILE": "/x"})
     assert str(e.value).startswith("RMQ_REMOTING_WHITE_ADDRESSES='10.0.0.* 10.0.0.999': bad address pattern '10.0.0.999'")
+
+
+def test_a_cidr_prefix_with_host_bits_is_refused_naming_the_network_it_would_be() -> None:
+    with pytest.raises(PatternError, match="host bits set after the prefix: the network is 10.0.0.0/8"):
+        AddressPattern.parse("10.0.0.1/8")
+
+
+def test_a_bad_cidr_in_the_setting_stops_the_worker_with_one_line_naming_setting_and_value() -> None:
+    with pytest.raises(SystemExit) as e:
+        from_env({"RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.0/8 fd00::/200", "RMQ_AUTH_TOKENS_FILE": "/x"})
+    assert str(e.value) == ("RMQ_REMOTING_WHITE_ADDRESSES='10.0.0.0/8 fd00::/200': bad address pattern "
+                            "'fd00::/200': not a CIDR prefix (address/length)")
 
 
 def test_a_whitelist_without_authentication_stops_the_worker() -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from service.auth import TokenFile, TokenFileError, parse_credentials, parse_tokens
+from service.http.context import OBSERVER
 from tests.builders import identity, registration
 from tests.calls import register
 from tests.tables import snapshot
@@ -105,6 +108,43 @@ async def test_refused_request_changes_nothing(make_client, tokens_file: Path, r
         assert await call(client, name, None) == 401
         assert await call(client, name, BROKER if ENDPOINTS[name][3] == "admin" else "nope") in (401, 403)
     assert snapshot(r) == before
+
+
+HTTP_REFUSALS = "service.http.refusals"
+
+
+def refusal_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == HTTP_REFUSALS]
+
+
+@pytest.mark.parametrize("token, why", [
+    (None, "401, no bearer token"), ("not-a-token", "401, an unknown bearer token"),
+    (BROKER, "403, a broker token, admin needed"),
+], ids=["no-token", "unknown-token", "broker-for-admin"])
+async def test_a_refused_request_is_logged_with_the_client_request_and_reason_never_the_token(
+        make_client, tokens_file: Path, caplog: pytest.LogCaptureFixture, token: str | None, why: str) -> None:
+    caplog.set_level(logging.WARNING, logger=HTTP_REFUSALS)
+    client = await make_client(auth_tokens_file=str(tokens_file))
+    await client.delete("/v1/topics/TopicTest", headers=bearer(token) if token else {})
+    assert refusal_lines(caplog) == [f"refused HTTP DELETE /v1/topics/TopicTest from 127.0.0.1: {why}"]
+    assert token is None or token not in caplog.text
+
+
+async def test_refusals_from_one_client_are_logged_once_then_counted(
+        make_client, tokens_file: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=HTTP_REFUSALS)
+    client = await make_client(auth_tokens_file=str(tokens_file))
+    window = 0.5
+    client.server.app[OBSERVER].refusals.every = window  # the worker's is 60 s
+    for _ in range(5):
+        assert (await client.put("/v1/kv/ns/k", json={"value": "v"})).status == 401
+    assert (await client.get("/v1/kv/ns/k", headers=bearer(ADMIN))).status == 404  # allowed: not told
+    assert refusal_lines(caplog) == ["refused HTTP PUT /v1/kv/ns/k from 127.0.0.1: 401, no bearer token"]
+    deadline = time.monotonic() + 10
+    while len(refusal_lines(caplog)) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert refusal_lines(caplog)[1] == (f"... and 4 more refusals from 127.0.0.1 in the last {window:g} s, the last: "
+                                        "refused HTTP PUT /v1/kv/ns/k from 127.0.0.1: 401, no bearer token")
 
 
 @pytest.mark.parametrize("path", OPEN_PATHS)

@@ -6,6 +6,9 @@ says why). The app does not own the Node's lifetime: service.worker starts and s
 
 from __future__ import annotations
 
+import logging
+from typing import Awaitable, Callable
+
 import orjson
 from aiohttp import web
 
@@ -16,6 +19,7 @@ from service.http.metrics import RequestCollector, RequestTally
 from service.http.observe import Observer, Unmatched
 from service.http.openapi import openapi_document
 from service.http.routes import add_routes
+from service.logs import RefusalLog
 from service.node import Node
 
 
@@ -26,13 +30,22 @@ def create_app(node: Node) -> web.Application:
     tally = RequestTally()
     node.prometheus.register(RequestCollector(tally))
     tokens = auth.TokenFile(settings.auth_tokens_file) if settings.auth_tokens_file else None
-    bind(app, node, Observer(tally, tokens, settings.auth_reads))
+    refusals = RefusalLog(logging.getLogger("service.http.refusals"))
+    bind(app, node, Observer(tally, tokens, settings.auth_reads, refusals))
     add_routes(app)
     # last: it answers 404/405 for whatever no route above matched
     app.router.register_resource(Unmatched(app.router, tally))
     app[OPENAPI] = orjson.dumps(openapi_document(app))
     app.on_shutdown.append(_on_shutdown)
+    app.on_cleanup.append(_close(refusals))
     return app
+
+
+def _close(refusals: RefusalLog) -> Callable[[web.Application], Awaitable[None]]:
+    async def close(app: web.Application) -> None:
+        refusals.close()
+
+    return close
 
 
 async def _on_shutdown(app: web.Application) -> None:

@@ -24,7 +24,7 @@ from yarl import URL
 from service import auth
 from service.http.errors import ApiError, error_response
 from service.http.metrics import RequestTally
-from service.logs import REQUEST_ID, new_request_id
+from service.logs import REQUEST_ID, RefusalLog, new_request_id, printable
 from service.store import StoreRefusing, StoreUnavailable, outcome_text
 
 log = logging.getLogger(__name__)
@@ -41,9 +41,10 @@ class Observer:
     tally: RequestTally
     tokens: auth.TokenFile | None  # None: auth is off
     reads: str
+    refusals: RefusalLog | None = None  # where 401 and 403 answers are told
 
     def wrap(self, method: str, route: str, handler: Handler, required: str) -> Handler:
-        return observed(handler, self.tally, method, route, guard(self.tokens, self.reads, required))
+        return observed(handler, self.tally, method, route, guard(self.tokens, self.reads, required, self.refusals))
 
 
 def observed(handler: Handler, tally: RequestTally, method: str, route: str,
@@ -113,10 +114,12 @@ def http_error(request: web.Request, e: web.HTTPException) -> web.Response:
 Guard = Callable[[web.Request], "web.Response | None"]
 
 
-def guard(tokens: auth.TokenFile | None, reads: str, required: str) -> Guard | None:
-    """The check for an endpoint that requires `required`: it answers 401 or 403, or None
-    to let the request through. None instead of a check when there is nothing to check
-    (auth off, or an endpoint anyone may call), so those requests pay nothing for auth."""
+def guard(tokens: auth.TokenFile | None, reads: str, required: str,
+          refusals: RefusalLog | None = None) -> Guard | None:
+    """The check for an endpoint that requires `required`: it answers 401 or 403 (each
+    told to `refusals`), or None to let the request through. None instead of a check when
+    there is nothing to check (auth off, or an endpoint anyone may call), so those
+    requests pay nothing for auth."""
     if tokens is None or required == auth.OPEN or (required == auth.READ and reads == "open"):
         return None
 
@@ -125,13 +128,25 @@ def guard(tokens: auth.TokenFile | None, reads: str, required: str) -> Guard | N
         scheme, _, token = header.partition(" ")
         role = tokens.role_of(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
         if role is None:
+            if refusals is not None:
+                why = "an unknown bearer token" if scheme.lower() == "bearer" and token.strip() else "no bearer token"
+                refused(refusals, request, 401, why)
             return error_response(401, "UNAUTHENTICATED", "a valid bearer token is required",
                                   headers={"WWW-Authenticate": 'Bearer realm="rmq-registry"'})
         if not auth.allowed(role, required, reads):
+            if refusals is not None:
+                refused(refusals, request, 403, f"a {role} token, {required} needed")
             return error_response(403, "FORBIDDEN", f"the {role} role may not do this")
         return None
 
     return check
+
+
+def refused(refusals: RefusalLog, request: web.Request, status: int, why: str) -> None:
+    """Tells a 401 or 403 (never the token: its role at most)."""
+    client = request.remote or ""
+    refusals.refused(client, f"HTTP {request.method} {printable(request.path)} from {client or 'an unknown address'}: "
+                             f"{status}, {why}")
 
 
 class Unmatched(web.AbstractResource):

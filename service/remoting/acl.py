@@ -22,6 +22,7 @@ import hmac
 
 from service import auth
 from service.addresses import AddressList
+from service.logs import printable
 from service.remoting import codes
 from service.remoting.codec import Command
 
@@ -97,3 +98,23 @@ def refusal(keys: auth.TokenFile, reads: str, cmd: Command, peer: str = "",
         # only admin requests can be out of a valid key's reach (broker and read requests take any role)
         return ACL_EXCEPTION + f"Need admin permission for request code={cmd.code}, but accessKey={access_key} is not"
     return None
+
+
+def refusal_line(cmd: Command, peer: str, remark: str, white: AddressList | None) -> str:
+    """What the log says of a refusal (after ``refused``): the request, the client's
+    address, the broker it names or the access key it signed with, and why."""
+    name = codes.NAMES.get(cmd.code, f"request code {cmd.code}")
+    fields = cmd.ext_fields
+    who = [f"from {peer or 'an unknown address'}"]
+    broker = " at ".join(printable(v) for v in (fields.get("brokerName"), fields.get("brokerAddr")) if v)
+    if broker:
+        who.append(f"broker {broker}")
+    access_key = fields.get(ACCESS_KEY)
+    who.append(f"accessKey {printable(access_key)}" if access_key is not None else "unsigned")
+    reason = printable(remark.removeprefix(ACL_EXCEPTION), 512)  # it may quote the access key
+    if access_key is None and white is not None:
+        if required(cmd.code) == auth.ADMIN:
+            reason += " (an admin request: RMQ_REMOTING_WHITE_ADDRESSES admits broker requests and reads only)"
+        else:
+            reason += f" ({peer} matches no RMQ_REMOTING_WHITE_ADDRESSES pattern)"
+    return f"RocketMQ {name} {', '.join(who)}: {reason}"

@@ -233,8 +233,10 @@ async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
     """The answer to one request; never raises (a failed request must not end the connection)."""
     if ctx.keys is not None:
         channel = CHANNEL.get()
-        refused = acl.refusal(ctx.keys, ctx.settings.auth_reads, cmd, channel.peer if channel else "", ctx.white)
+        peer = channel.peer if channel else ""
+        refused = acl.refusal(ctx.keys, ctx.settings.auth_reads, cmd, peer, ctx.white)
         if refused is not None:
+            ctx.refusals.refused(peer, acl.refusal_line(cmd, peer, refused, ctx.white))
             return fail(cmd, codes.SYSTEM_ERROR, refused)
     handler = HANDLERS.get(cmd.code)
     if handler is None:

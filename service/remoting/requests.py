@@ -11,6 +11,7 @@ SYSTEM_ERROR too (a NameServer answers every undecodable request that way).
 from __future__ import annotations
 
 import asyncio
+import logging
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
@@ -21,6 +22,7 @@ from service.addresses import AddressList
 from service.auth import TokenFile
 from service.cache import ReadCache
 from service.config import Settings
+from service.logs import RefusalLog
 from service.models import M, describe, name_rule, valid_name, validated
 from service.node import Node
 from service.registration import body_weight, off_loop
@@ -71,6 +73,7 @@ class Context:
         self.keys = TokenFile(node.settings.auth_tokens_file) if node.settings.auth_tokens_file else None
         white = node.settings.remoting_white_addresses
         self.white = AddressList.from_setting(white) if white else None
+        self.refusals = RefusalLog(logging.getLogger("service.remoting.refusals"))
         self.listen_port = node.settings.remoting_port  # the bound one once the server listens
         # large bodies are decoded one at a time (see ``decoded``)
         self.decode_turn = asyncio.Semaphore(1)

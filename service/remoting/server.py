@@ -229,6 +229,7 @@ class RemotingServer:
             self.server.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
+        self.ctx.refusals.close()
         while pending := [t for t in self.connections if not t.done()]:
             for task in pending:
                 task.cancel()

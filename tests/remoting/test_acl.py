@@ -7,6 +7,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,35 @@ async def test_an_unsigned_or_badly_signed_request_is_refused_and_changes_nothin
     answer = await rmq.call(change(cmd) if change else cmd)
     assert (answer.code, answer.remark) == (codes.SYSTEM_ERROR, REFUSED + remark)
     assert snapshot(r) == {}
+
+
+async def test_a_badly_signed_request_is_logged_with_the_address_the_access_key_and_the_reason(
+        secured: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="service.remoting.refusals")
+    rmq = await secured()
+    await rmq.call(signed(request(codes.PUT_KV_CONFIG, {"namespace": "NS", "key": "k", "value": "v"}),
+                          "ak", "wrong-secret"))
+    assert [r.getMessage() for r in caplog.records if r.name == "service.remoting.refusals"] == [
+        "refused RocketMQ PUT_KV_CONFIG from 127.0.0.1, accessKey ak: Check signature failed for accessKey=ak"]
+
+
+async def test_an_admin_request_with_a_broker_key_is_logged_as_needing_admin(
+        secured: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="service.remoting.refusals")
+    rmq = await secured()
+    await rmq.call(signed(request(codes.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}), *BROKER_KEY))
+    assert [r.getMessage() for r in caplog.records if r.name == "service.remoting.refusals"] == [
+        "refused RocketMQ WIPE_WRITE_PERM_OF_BROKER from 127.0.0.1, broker broker-a, accessKey bk: "
+        f"Need admin permission for request code={codes.WIPE_WRITE_PERM_OF_BROKER}, but accessKey=bk is not"]
+
+
+async def test_a_refusal_line_shows_a_forged_access_key_on_one_line(secured: Any,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="service.remoting.refusals")
+    rmq = await secured()
+    await rmq.call(signed(register(registration()), "x\nWARNING forged", "s"))
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "service.remoting.refusals"]
+    assert "\n" not in line and line.endswith("accessKey x?WARNING forged: No acl config for x?WARNING forged")
 
 
 ADMIN_REQUESTS = [

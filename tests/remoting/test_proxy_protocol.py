@@ -174,21 +174,23 @@ def _free_port(host: str) -> int:
 
 
 @contextlib.asynccontextmanager
-async def haproxy(tmp_path: Path, worker_port: int, listen: str, send: str) -> AsyncIterator[int]:
-    """HAProxy in TCP mode on `listen`, forwarding to the worker with `send` (send-proxy or
-    send-proxy-v2); yields its port."""
+async def haproxy(tmp_path: Path, worker_port: int, listen: str, send: str,
+                  idle_timeout: str = "30s") -> AsyncIterator[int]:
+    """HAProxy in TCP mode on `listen`, forwarding to the worker with `send` (send-proxy,
+    send-proxy-v2, or "" for no header), closing connections idle for `idle_timeout`;
+    yields its port."""
     binary = shutil.which("haproxy")
     if binary is None:
         pytest.skip("haproxy is not installed (apt-get install haproxy; scripts/test installs it)")
     port = _free_port(listen)
-    config = tmp_path / f"haproxy-{send}.cfg"
+    config = tmp_path / f"haproxy-{send or 'plain'}-{idle_timeout}.cfg"
     config.write_text(f"""global
     maxconn 64
 defaults
     mode tcp
     timeout connect 2s
-    timeout client 30s
-    timeout server 30s
+    timeout client {idle_timeout}
+    timeout server {idle_timeout}
 frontend rocketmq
     bind {"[" + listen + "]" if ":" in listen else listen}:{port}
     default_backend workers
@@ -258,7 +260,7 @@ def worker_process(redis_url: str, tmp_path: Path) -> Iterator[Any]:
     remoting = free_port()
     worker = ProcessWorker(redis_url, RMQ_REMOTING_PORT=remoting, RMQ_REMOTING_HOST="127.0.0.1",
                            RMQ_AUTH_TOKENS_FILE=str(tokens), RMQ_REMOTING_WHITE_ADDRESSES="127.0.0.2",
-                           RMQ_REMOTING_PROXY_PROTOCOL="true")
+                           RMQ_REMOTING_PROXY_PROTOCOL="true", RMQ_LOG_LEVEL="INFO")
     worker.remoting_port = remoting
     try:
         yield worker.start()
@@ -278,3 +280,20 @@ async def test_a_worker_configured_from_its_environment_behind_haproxy(worker_pr
     assert await direct.closed()  # no header: closed, whatever the address
     await direct.close()
     assert "no PROXY protocol header" in worker_process.log()
+
+
+async def test_a_worker_process_states_its_posture_and_logs_a_refusal_with_the_headers_client(
+        worker_process: Any, tmp_path: Path) -> None:
+    async with haproxy(tmp_path, worker_process.remoting_port, "127.0.0.1", "send-proxy-v2") as port:
+        assert await call_through(port, "127.0.0.1", "127.0.0.3") == (codes.SYSTEM_ERROR, NO_KEY)
+    log = worker_process.log(tail=1_000_000)
+    assert [line for line in log.splitlines() if "security: " in line][0].endswith(
+        f"security: authentication on (RMQ_AUTH_TOKENS_FILE={tmp_path / 'tokens'}: broker: 1 token, 1 key pair / "
+        "admin: 1 key pair), reads open to anyone (RMQ_AUTH_READS=open); "
+        f"RocketMQ port {worker_process.remoting_port}: whitelist 127.0.0.2 (unsigned broker requests and reads "
+        "from them pass), PROXY protocol on (the header's address is the client's, from any sender: let only "
+        "the balancers reach the port)")
+    refusals = [line for line in log.splitlines() if "refused RocketMQ" in line]
+    assert len(refusals) == 1 and refusals[0].endswith(
+        "refused RocketMQ REGISTER_BROKER from 127.0.0.3, broker broker-a at 10.0.0.1:10911, unsigned: "
+        "No accessKey is configured (127.0.0.3 matches no RMQ_REMOTING_WHITE_ADDRESSES pattern)")

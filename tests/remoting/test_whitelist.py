@@ -5,7 +5,10 @@ client binds its socket to its own loopback address, 127.0.0.x standing for a ho
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from service.remoting import codes
 from tests.builders import registration
 from tests.processes import console_script, start
 from tests.remoting.client import RemotingClient, request, signed
+from service.worker import REMOTING
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import identity, register, route
 from tests.remoting.test_acl import ADMIN_KEY, ADMIN_REQUESTS, BROKER_KEY, KEYS, REFUSED
@@ -116,6 +120,9 @@ FORMS = [
     ("*", "127.0.0.9", None),
     ("*.*.*.*", "127.0.0.9", None),
     ("127.0.0.3 127.0.0.2", "127.0.0.2", "127.0.0.4"),  # two patterns
+    ("127.0.0.2/32", "127.0.0.2", "127.0.0.3"),  # CIDR prefixes, beside RocketMQ's forms
+    ("127.0.1.0/24", "127.0.1.77", "127.0.0.77"),
+    ("127.0.0.0/30", "127.0.0.2", "127.0.0.4"),
 ]
 
 
@@ -146,6 +153,7 @@ needs_ipv6 = pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback (
 @pytest.mark.parametrize("white, allowed", [
     ("::1", True), ("0:0:0:0:0:0:0:1", True), ("::0-f", True), ("::{1,2}", True), ("::1,::2", True),
     ("*:*:*:*:*:*:*:*", True), ("::2", False), ("::2-f", False), ("127.0.0.1", False),
+    ("::1/128", True), ("::/127", True), ("::2/127", False), ("fd00::/8", False), ("127.0.0.0/8", False),
 ], ids=lambda v: str(v))
 async def test_ipv6_pattern_forms_on_an_ipv6_connection(whitelisted: Any, white: str, allowed: bool) -> None:
     connect = await whitelisted(white, host="::1")
@@ -167,13 +175,80 @@ async def test_a_key_limited_to_addresses_is_accepted_from_them_only(whitelisted
     assert forged.remark == f"{REFUSED}Check signature failed for accessKey=limited"
 
 
-def test_a_worker_given_a_bad_pattern_exits_at_once_with_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("white, line", [
+    ("10.0.0.* 10.0.0.1-300",
+     "RMQ_REMOTING_WHITE_ADDRESSES='10.0.0.* 10.0.0.1-300': bad address pattern '10.0.0.1-300': "
+     "'1-300' is not a range within 0-255"),
+    ("127.0.0.1/32 10.0.0.0/40",
+     "RMQ_REMOTING_WHITE_ADDRESSES='127.0.0.1/32 10.0.0.0/40': bad address pattern '10.0.0.0/40': "
+     "not a CIDR prefix (address/length)"),
+], ids=["rocketmq-pattern", "cidr"])
+def test_a_worker_given_a_bad_pattern_exits_at_once_with_one_line(tmp_path: Path, white: str, line: str) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_text(KEYS)
     proc = start([console_script("rmq-registry"), "serve", "--port", "0"],
-                 {"RMQ_AUTH_TOKENS_FILE": str(tokens), "RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.* 10.0.0.1-300"})
+                 {"RMQ_AUTH_TOKENS_FILE": str(tokens), "RMQ_REMOTING_WHITE_ADDRESSES": white})
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode != 0
-    assert out.decode().strip().splitlines() == [
-        "RMQ_REMOTING_WHITE_ADDRESSES='10.0.0.* 10.0.0.1-300': bad address pattern '10.0.0.1-300': "
-        "'1-300' is not a range within 0-255"]
+    assert out.decode().strip().splitlines() == [line]
+
+
+# ---------------------------------------------------------------------- refusals in the log
+REFUSAL_LOG = "service.remoting.refusals"
+
+
+def refusal_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == REFUSAL_LOG]
+
+
+async def test_an_unsigned_broker_refused_off_the_whitelist_is_logged_with_its_address_broker_and_reason(
+        whitelisted: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=REFUSAL_LOG)
+    broker = await (await whitelisted())(OUTSIDE)
+    await broker.call(register(registration(addr="10.0.0.1:10911", name="broker-a")))
+    assert refusal_lines(caplog) == [
+        f"refused RocketMQ REGISTER_BROKER from {OUTSIDE}, broker broker-a at 10.0.0.1:10911, unsigned: "
+        f"No accessKey is configured ({OUTSIDE} matches no RMQ_REMOTING_WHITE_ADDRESSES pattern)"]
+
+
+async def test_an_unsigned_admin_request_from_a_whitelisted_host_is_logged_as_an_admin_refusal(
+        whitelisted: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=REFUSAL_LOG)
+    host = await (await whitelisted())(INSIDE)
+    await host.call(request(codes.DELETE_TOPIC_IN_NAMESRV, {"topic": "TopicTest"}))
+    assert refusal_lines(caplog) == [
+        f"refused RocketMQ DELETE_TOPIC_IN_NAMESRV from {INSIDE}, unsigned: No accessKey is configured "
+        "(an admin request: RMQ_REMOTING_WHITE_ADDRESSES admits broker requests and reads only)"]
+
+
+async def test_a_key_used_off_its_addresses_is_logged_with_the_key_and_no_secret(
+        whitelisted: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=REFUSAL_LOG)
+    client = await (await whitelisted("127.0.0.9"))(OUTSIDE)
+    await client.call(signed(register(registration()), "limited", "limited-secret"))
+    assert refusal_lines(caplog) == [
+        f"refused RocketMQ REGISTER_BROKER from {OUTSIDE}, broker broker-a at 10.0.0.1:10911, accessKey limited: "
+        f"Check white remote address failed for accessKey=limited: {OUTSIDE} is not allowed"]
+    assert "limited-secret" not in caplog.text
+
+
+async def test_a_refusing_address_gets_one_line_per_window_then_the_count_of_the_others(
+        make_worker: Any, tokens: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=REFUSAL_LOG)
+    worker: Worker = await make_worker(auth_tokens_file=str(tokens), remoting_white_addresses=INSIDE)
+    window = 0.5
+    worker.app[REMOTING].ctx.refusals.every = window  # the worker's is 60 s
+    outside = await RemotingClient.connect(worker.port, "127.0.0.1", OUTSIDE)
+    other = await RemotingClient.connect(worker.port, "127.0.0.1", "127.0.0.4")
+    for _ in range(38):
+        assert (await outside.call(register(registration()))).code == codes.SYSTEM_ERROR
+    assert (await other.call(register(registration()))).code == codes.SYSTEM_ERROR
+    assert len(refusal_lines(caplog)) == 2  # one per address so far
+    deadline = time.monotonic() + 10
+    while len(refusal_lines(caplog)) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    first, second, summary = refusal_lines(caplog)
+    assert first.startswith(f"refused RocketMQ REGISTER_BROKER from {OUTSIDE},")
+    assert second.startswith("refused RocketMQ REGISTER_BROKER from 127.0.0.4,")
+    assert summary.startswith(f"... and 37 more refusals from {OUTSIDE} in the last {window:g} s, the last: "
+                              f"refused RocketMQ REGISTER_BROKER from {OUTSIDE},")
