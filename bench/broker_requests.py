@@ -15,6 +15,12 @@ codec, so the same bytes go to the registry and to the Java NameServer:
   with its attributes JSON (``{}``), and the body ends with the (empty) queue-mapping
   section. A 4.9.8 NameServer cannot read this form (it parses the body as JSON), so
   only the registry is measured with it.
+- ``json5``: a 5.x broker (5.3.3) with the default ``compressedRegister=false`` and one
+  static topic: fastjson's JSON of RegisterBrokerBody around TopicConfigAndMappingSerializeWrapper
+  (dataVersion, mappingDataVersion, topicConfigTable with each TopicConfig's attributes,
+  topicQueueMappingDetailMap, topicQueueMappingInfoMap whose currIdMap keys fastjson
+  writes bare). Its mappingDataVersion's timestamp is the time the frame is made, as a
+  real broker's moves at every 30 s registration while nothing else does.
 
 Blocking sockets: one request at a time, as a broker registers over its one connection.
 """
@@ -33,12 +39,14 @@ GET_ROUTEINFO_BY_TOPIC = 105
 TOPIC_NOT_EXIST = 17
 V4_9_8 = 409  # MQVersion.Version.V4_9_8.ordinal()
 V5_3_3 = 479
-FORMS = ("json", "zlib", "zlib5")
-JAVA_READS = {"json": True, "zlib": True, "zlib5": False}  # forms a 4.9.8 NameServer decodes
+FORMS = ("json", "zlib", "zlib5", "json5")
+# forms a 4.9.8 NameServer decodes (a 5.x one decodes them all: RMQ_BENCH_JAVA_5=1)
+JAVA_READS = {"json": True, "zlib": True, "zlib5": False, "json5": True}
 FORM_NOTES = {
     "json": "4.9.8 broker, plain JSON body",
     "zlib": "4.9.8 broker, compressedRegister=true",
     "zlib5": "5.3.3 broker, compressedRegister=true (4.9.8 cannot read it)",
+    "json5": "5.3.3 broker, plain JSON body with one static topic (mappingDataVersion moving)",
 }
 
 _LEN = struct.Struct(">i")
@@ -79,6 +87,23 @@ def json_body(table: dict[str, dict[str, Any]], version: dict[str, int]) -> byte
                    "topicConfigSerializeWrapper": {"dataVersion": version, "topicConfigTable": table}}).encode()
 
 
+STATIC_TOPIC_QUEUES = 4
+
+
+def json5_body(table: dict[str, dict[str, Any]], version: dict[str, int], broker: str) -> bytes:
+    """A 5.3.3 broker's plain body; the first topic of `table` is its static topic."""
+    static = next(iter(table))
+    config = lambda tc: {"attributes": {}, **tc}  # noqa: E731 (fastjson: attributes first)
+    ids = ",".join(f"{i}:{i}" for i in range(STATIC_TOPIC_QUEUES))
+    mapping = (f'{{"{static}":{{"bname":{_dumps(broker)},"currIdMap":{{{ids}}},"dirty":false,"epoch":1700000000000,'
+               f'"scope":"__global__","topic":"{static}","totalQueues":{STATIC_TOPIC_QUEUES}}}}}')
+    wrapper = (f'{{"dataVersion":{_dumps({**version, "stateVersion": 0})},'
+               f'"mappingDataVersion":{_dumps({"counter": 1, "stateVersion": 0, "timestamp": int(time.time() * 1000)})},'
+               f'"topicConfigTable":{_dumps({k: config(v) for k, v in table.items()})},'
+               f'"topicQueueMappingDetailMap":{{}},"topicQueueMappingInfoMap":{mapping}}}')
+    return f'{{"filterServerList":[],"topicConfigSerializeWrapper":{wrapper}}}'.encode()
+
+
 def zlib_body(table: dict[str, dict[str, Any]], version: dict[str, int], five: bool) -> bytes:
     def part(b: bytes) -> bytes:
         return _LEN.pack(len(b)) + b
@@ -106,6 +131,8 @@ def register_frame(form: str, broker: str, addr: str, broker_id: int, table: dic
         body, compressed, mq_version = zlib_body(table, version, five=False), "true", V4_9_8
     elif form == "zlib5":
         body, compressed, mq_version = zlib_body(table, version, five=True), "false", V5_3_3
+    elif form == "json5":
+        body, compressed, mq_version = json5_body(table, version, broker), "false", V5_3_3
     else:
         raise ValueError(f"unknown registration form {form!r}: one of {', '.join(FORMS)}")
     ext = {"brokerAddr": addr, "brokerId": str(broker_id), "brokerName": broker, "clusterName": cluster,

@@ -14,7 +14,7 @@ import pytest
 from service.remoting import bodies, codes, fastjson
 from service.http.context import REGISTRY
 from tests.remoting import broker5
-from tests.remoting.client import RemotingClient
+from tests.remoting.client import RemotingClient, request
 from tests.remoting.frames import route
 
 pytestmark = pytest.mark.usefixtures("consistent")
@@ -111,3 +111,29 @@ async def test_a_5x_reregistration_with_a_new_data_version_is_registered_in_full
     assert (await rmq.call(broker5.register(broker5.plain_body(table, STATIC, counter=2)))).code == codes.SUCCESS
     assert worker.app[REGISTRY].operations["register_unchanged"] == 0
     assert (await rmq.call(route("NewTopic"))).code == codes.SUCCESS
+
+
+# Java 5.3.3's NameServer's answers to GET_ROUTEINFO_BY_TOPIC for a static topic of a
+# broker registered as below (seen on the wire): standard JSON from 4.9.4 on, fastjson's
+# dialect before it.
+JAVA_533_STATIC_ROUTE = (
+    b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster",'
+    b'"enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,'
+    b'"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}],"topicQueueMappingByBroker":{"broker-a":'
+    b'{"bname":"broker-a","currIdMap":{"0":0,"1":1,"2":2,"3":3},"dirty":false,"epoch":1795565131974,'
+    b'"scope":"__global__","topic":"ST1","totalQueues":4}}}'
+)
+
+
+@pytest.mark.parametrize("version, expected", [
+    (479, JAVA_533_STATIC_ROUTE),
+    (399, JAVA_533_STATIC_ROUTE.replace(b'{"0":"127.', b'{0:"127.').replace(b'{"0":0,"1":1,"2":2,"3":3}', b"{0:0,1:1,2:2,3:3}")),
+], ids=["4.9.4 and later", "before 4.9.4"])
+async def test_a_static_topics_route_is_the_bytes_java_533_answers(rmq: RemotingClient, version: int,
+                                                                    expected: bytes) -> None:
+    table = broker5.topics(300)
+    table["ST1"] = broker5.topic_config("ST1", 4, 4)
+    mapping = {"ST1": broker5.mapping_info("ST1", "broker-a", 4, epoch=1795565131974)}
+    assert (await rmq.call(broker5.register(broker5.plain_body(table, mapping), addr="127.0.0.1:10911"))).code == 0
+    answer = await rmq.call(request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "ST1"}, version=version))
+    assert answer.body == expected
