@@ -29,6 +29,7 @@ QUICK = {
     "tcp_route_query": ["--seconds", "1", "--rounds", "1", "--connections", "4", "--depth", "2"],
     "tcp_registration": ["--sizes", "50", "--reps", "1"],
     "tcp_reads_during_registration": ["--brokers", "2", "--topics", "100", "--reps", "1"],
+    "tcp_fleet": [],
 }
 
 
@@ -109,6 +110,18 @@ def test_tcp_registration_bench_runs(tmp_path: Path) -> None:
         for case in ("first", "unchanged", "changed", "added"):
             assert list(by_form[form]["50"][case]) == ["registry"]
             assert len(by_form[form]["50"][case]["registry"]["client_ms"]) == 1
+    assert not ratio_rows(doc)
+
+
+def test_tcp_fleet_bench_runs(tmp_path: Path) -> None:
+    doc, out = run_bench("tcp_fleet", tmp_path, java=False)
+    assert "no Java NameServer given" in out
+    by_form = doc["results"]["by_form"]
+    assert set(by_form) == {"json", "json5"}
+    for form in by_form.values():
+        (turn,) = form["registry"]
+        assert turn["cold_start_s"] > 0 and turn["cold_start_cpu_s"] > 0 and turn["steady_cpu_s_per_1000"] > 0
+    assert doc["params"]["members"] == 22 and doc["params"]["pairs"] > 0
     assert not ratio_rows(doc)
 
 
