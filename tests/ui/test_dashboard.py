@@ -186,7 +186,7 @@ async def test_page_shows_clusters_groups_topics_and_a_route(
     # a topic's route on click: the very JSON a producer receives
     await page.click('#topic-rows button[data-topic="Topic-042"]')
     await until(page, "() => document.querySelector('#route-json').textContent.length > 0")
-    shown = json.loads(await page.locator("#route-json").inner_text())
+    shown = json.loads(await page.locator("#route-json").text_content())
     status, route = await worker.get("/v1/routes/Topic-042")
     assert status == 200 and shown == route
     assert await text(page, "#route-topic") == "Topic-042"
@@ -240,7 +240,7 @@ async def test_page_follows_registrations_and_expiry_without_reload(
 
     await page.click('#topic-rows button[data-topic="Topic-001"]')
     await until(page, "() => document.querySelector('#route-json').textContent.length > 0")
-    assert "broker-g" not in await page.locator("#route-json").inner_text()
+    assert "broker-g" not in await page.locator("#route-json").text_content()
 
     # a new master joins ClusterC serving Topic-001 and a new topic, and falls silent after 3 s;
     # so does broker-h's master, whose slave stays
@@ -259,7 +259,7 @@ async def test_page_follows_registrations_and_expiry_without_reload(
     await page.wait_for_selector('tr.member[data-addr="10.0.3.9:10911"][data-state="ok"]', timeout=WAIT_MS)
     # the watched route shows the new group without a click
     await until(page, route_json_has("broker-g"))
-    shown = json.loads(await page.locator("#route-json").inner_text())
+    shown = json.loads(await page.locator("#route-json").text_content())
     assert [q["brokerName"] for q in shown["queueDatas"]] == ["broker-b", "broker-c", "broker-g"]
 
     # past 80 % of its timeout the bar turns amber, then it expires and the scanner removes it
