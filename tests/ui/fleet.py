@@ -1,5 +1,5 @@
 """A registry at fleet size for the dashboard's browser tests: 300 broker groups in three
-clusters (a master and a slave each), about 100,000 topics, RocketMQ's own system topics,
+clusters (a master and a slave each), about 108,000 topics (8,000 of them on one group), RocketMQ's own system topics,
 seeded into a real redis-server through register.lua (the same scripts a worker runs).
 
 The fleet is deterministic (a fixed seed), so a test can count what the page must show.
@@ -29,6 +29,8 @@ SYSTEM_TOPICS = ("TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "R
                  "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "BenchmarkTest", "rmq_sys_SYNC_BROKER_MEMBER_x",
                  "%RETRY%orders-consumer", "%DLQ%orders-consumer")
 LONG_TIMEOUT_MS = 3_600_000
+BIG = "group-150"
+BIG_TOPICS = 8_000
 
 
 @dataclass
@@ -75,9 +77,12 @@ def plan(rng: random.Random) -> tuple[Fleet, dict[str, dict[str, dict[str, Any]]
         write = rng.choice((4, 8, 16))
         for name in rng.sample(groups, k):
             tables[name][f"T{n}"] = topic_config(f"T{n}", read=write, write=write)
+    # one group far above the rest (the chart must name it): 8,000 topics of its own
+    for n in range(BIG_TOPICS):
+        tables[BIG][f"W{n}"] = topic_config(f"W{n}", read=8, write=8)
     for c, cluster in enumerate(CLUSTERS):
         fleet.cluster_topics[cluster] = f"T{c}"
-    fleet.topics = TOPICS + len(SYSTEM_TOPICS) + len(CLUSTERS) + len(fleet.members)
+    fleet.topics = TOPICS + BIG_TOPICS + len(SYSTEM_TOPICS) + len(CLUSTERS) + len(fleet.members)
     for name, table in tables.items():
         fleet.write_queues[name] = sum(t["writeQueueNums"] for t in table.values() if t["perm"] & 2)
     return fleet, tables

@@ -17,7 +17,6 @@ from tests.ui.conftest import (
     ORDER_TOPICS,
     TOPICS,
     Worker,
-    copy_to_docs,
     expected_summary,
     seed,
     topics_of,
@@ -204,7 +203,7 @@ async def test_page_shows_clusters_groups_topics_and_a_route(
     await page.keyboard.press("/")
     assert await page.evaluate("document.activeElement.id") == "topic-search"
 
-    # the README screenshot: desktop width, a route open
+    # desktop width, a route open (README's picture is the fleet-size one, test_fleet.py)
     await page.click('#topic-rows button[data-topic="Topic-007"]')
     await until(page, route_json_has("broker-"))
     await page.locator("body").click(position={"x": 5, "y": 5})
@@ -213,7 +212,6 @@ async def test_page_shows_clusters_groups_topics_and_a_route(
     desktop = artifacts / "dashboard-1280.png"
     await page.screenshot(path=str(desktop), full_page=False)
     await page.screenshot(path=str(artifacts / "dashboard-1280-full.png"), full_page=True)
-    copy_to_docs(desktop)
     assert page.errors == []
 
     # phone width: nothing wider than the screen, the same content

@@ -153,10 +153,12 @@
     document.body.classList.toggle("stale", kind !== "ok");
   }
 
-  function setOutage(text) {
+  // `reached`: ms epoch of the worker's last Redis answer, kept on the banner for tools
+  function setOutage(text, reached) {
     const el = $("outage");
     el.hidden = !text;
     if (el.textContent !== (text || "")) el.textContent = text || "";
+    if (reached) el.dataset.reached = String(reached.getTime()); else delete el.dataset.reached;
   }
 
   function showRefreshed() {
@@ -267,7 +269,8 @@
     if (summary || cluster) renderTopics();
     if (!summary && state.summary) renderPager();
     if (cluster || live || summary) renderCounts();
-    if (cluster && state.staleMs === null && !failure) rememberGroups();
+    // every fresh refresh, a 304 included: "last seen" is the last refresh that saw a group
+    if (state.cluster && state.staleMs === null && !failure) rememberGroups();
     if (cluster || live) { renderProblems(); renderBroker(); renderRoute(); }
     if (!failure) {
       state.lastOk = new Date();
@@ -278,6 +281,7 @@
       pollTally();
     } else {
       reportFailure(failure.reason);
+      if (!state.tally) $("chart").replaceChildren(h("p", { class: "empty" }, "Not available until the registry's reads answer."));
     }
     showRefreshed();
   }
@@ -289,7 +293,8 @@
     const reached = state.lastReached !== null ? new Date(state.lastReached) : null;
     const since = " since " + timeOf(reached || state.failingSince);
     const held = state.lastOk ? " This page shows the data of its last refresh, at " + timeOf(state.lastOk) + "."
-      : " This page has no data from before the outage.";
+      : state.staleMs !== null ? " This page shows the cluster table the worker held in memory; heartbeats and topics are unknown."
+        : " This page has no data from before the outage.";
     if (e instanceof HttpError && e.status === 401) {
       setStatus("auth", "A token is required to read this registry: enter one above");
       setOutage(null);
@@ -306,7 +311,8 @@
       setOutage(reached
         ? "Outage: the registry's store (Redis) does not answer. The worker serving this page last reached it at " +
           reached.toLocaleString([], { hour12: false }) + " (" + seconds(Date.now() - reached.getTime()) + " ago)." + held
-        : "Outage: the registry's store (Redis) does not answer; the worker serving this page has not reached it since it started." + held);
+        : "Outage: the registry's store (Redis) does not answer; the worker serving this page has not reached it since it started." + held,
+        reached);
     } else if (e instanceof HttpError) {
       setStatus("down", "Registry answered " + e.status + " " + (e.code || "") + since);
       setOutage(null);
@@ -395,8 +401,9 @@
     if (!state.cluster) return;
     const p = problems();
     const gone = state.gone.filter((x) => Date.now() - x.noticed < GONE_KEEP_MS);
-    const key = JSON.stringify([p.noMaster.map((x) => x.g.brokerName + x.ms), p.late.map((x) => x.addr),
-      p.expired.map((x) => x.addr), gone.map((x) => x.name + x.noticed)]);
+    // rebuilt when what it says changes (the ages of late and expired members included)
+    const key = JSON.stringify([p.noMaster.map((x) => x.g.brokerName + x.ms), p.late.map((x) => x.addr + x.l.label),
+      p.expired.map((x) => x.addr + x.l.label), gone.map((x) => x.name + x.noticed)]);
     if (key === state.problemsKey) return;
     state.problemsKey = key;
     const box = $("problems");
@@ -472,9 +479,10 @@
     return Object.values(g.brokerAddrs).some((a) => a.includes(q));
   }
 
+  // late or expired; "unknown" (no heartbeat data, e.g. a tab opened during an outage) is not counted
   function groupHasProblem(g) {
     if (masterState(g) !== "ok") return true;
-    return Object.values(g.brokerAddrs).some((a) => liveness(a).kind !== "ok");
+    return Object.values(g.brokerAddrs).some((a) => { const k = liveness(a).kind; return k === "late" || k === "expired"; });
   }
 
   function clusterOpen(cluster, problemsHere) {
@@ -704,7 +712,7 @@
       const noMaster = groups.filter((g) => masterState(g) !== "ok").length;
       $("count-clusters").textContent = clusters.length;
       $("count-groups").textContent = groups.length;
-      $("count-brokers").textContent = alive + " / " + total;
+      $("count-brokers").textContent = (state.live ? alive : "–") + " / " + total;
       $("count-nomaster").textContent = noMaster;
       $("count-nomaster").parentElement.classList.toggle("alert", noMaster > 0);
     }
@@ -827,6 +835,9 @@
     const min = Math.min(...values);
     const mean = values.reduce((a, b) => a + b, 0) / rows.length;
     const few = rows.length <= 40;
+    const isSkewed = (v) => mean > 0 && (v > mean * 1.5 || v < mean * 0.5);
+    // a handful of skewed groups among hundreds are named on the chart itself
+    const nameSkewed = !few && rows.filter((r) => isSkewed(r.writeQueues)).length <= 8;
     const W = 1000, top = 18, left = 56, bottom = few ? 70 : 22, plotH = 170;
     const H = top + plotH + bottom;
     const step = (W - left - 4) / rows.length;
@@ -850,12 +861,18 @@
           s("text", { x: x + 3, y: 12, class: "lbl cl" }, r.cluster));
       }
       const v = r.writeQueues;
-      const skew = mean > 0 && (v > mean * 1.5 || v < mean * 0.5);
+      const skew = isSkewed(v);
       const bar = s("rect", { x: (x + (step - barW) / 2).toFixed(2), y: y(v).toFixed(1), width: barW.toFixed(2),
                               height: Math.max(1, top + plotH - y(v)).toFixed(1),
                               class: "bar" + (skew ? " skew" : ""), "data-group": r.brokerName },
         s("title", {}, r.brokerName + " (" + r.cluster + "): " + num(v) + " write queues over " + num(r.topics) + " topics"));
       svg.append(bar);
+      if (skew && nameSkewed) {
+        const cx = x + step / 2;
+        const right = cx > W - 160;
+        svg.append(s("text", { x: right ? cx - 4 : cx + 4, y: Math.max(top + 10, y(v) + 10),
+                               "text-anchor": right ? "end" : "start", class: "lbl out" }, r.brokerName + " " + num(v)));
+      }
       if (few) {
         const cx = x + step / 2;
         svg.append(s("text", { x: cx, y: y(v) - 3, "text-anchor": "middle", class: "val" }, v),
@@ -864,11 +881,11 @@
             r.brokerName.length > 16 ? r.brokerName.slice(0, 15) + "…" : r.brokerName));
       }
     });
-    svg.append(s("line", { x1: left, x2: W - 2, y1: y(mean), y2: y(mean), class: "mean" }),
-      s("text", { x: left - 6, y: y(mean) + 4, "text-anchor": "end", class: "lbl" }, "mean"));
+    svg.append(s("line", { x1: left, x2: W - 2, y1: y(mean), y2: y(mean), class: "mean" }));
+    if (y(mean) - y(max) > 12) svg.append(s("text", { x: left - 6, y: y(mean) + 4, "text-anchor": "end", class: "lbl" }, "mean"));
     box.replaceChildren(svg);
     const byValue = [...rows].sort((a, b) => b.writeQueues - a.writeQueues);
-    const skewed = rows.filter((r) => mean > 0 && (r.writeQueues > mean * 1.5 || r.writeQueues < mean * 0.5)).length;
+    const skewed = rows.filter((r) => isSkewed(r.writeQueues)).length;
     const name = (r) => r.brokerName + " " + num(r.writeQueues);
     $("chart-outliers").textContent = rows.length + " groups with topics" +
       (idle ? " (" + idle + " without any, not drawn)" : "") + "; mean " + num(mean.toFixed(1)) +
