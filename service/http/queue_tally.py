@@ -19,7 +19,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from service.store import Store
 
 # RocketMQ PermName: 2 is write. A QueueData without it takes no writes whatever its
@@ -80,8 +79,9 @@ class QueueTally:
     async def _read_slice(self, store: Store, run: Pass) -> None:
         read = 0
         while run.pending and read < self.budget:
-            cluster, name = run.pending.pop()
+            cluster, name = run.pending[-1]
             values = await store.call(store.redis.hvals(store.keys.broker_topics(name)))
+            run.pending.pop()  # only once read: a failed read is tried again by the next request
             read += len(values) + 1
             run.rows[name] = {"brokerName": name, "cluster": cluster, "topics": len(values),
                               "writeQueues": writable_queues(values)}
@@ -101,4 +101,3 @@ class QueueTally:
         run = self.current
         progress = {"read": run.groups - len(run.pending), "of": run.groups} if run else None
         return {"tally": self.done, "pass": progress}
-

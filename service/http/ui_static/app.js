@@ -415,20 +415,16 @@
         ...joined(p.noMaster.map((x) => h("span", {}, groupLink(x.g.brokerName),
           " (" + x.cluster + (x.ms === "expired" ? ", master expired" : ", no master registered") + ")")))));
     }
-    if (p.expired.length) {
-      items.push(h("li", { class: "bad", "data-problem": "expired" },
-        h("strong", {}, p.expired.length + (p.expired.length === 1 ? " member expired" : " members expired") +
-          " (removed at the next expiry scan): "),
-        ...joined(p.expired.map((x) => h("span", {}, h("code", {}, x.addr), " ", groupLink(x.g.brokerName),
+    // one line per kind of member problem: how many, then each address with its group and age
+    const members = (list, kind, cls, one, many, why) => {
+      if (!list.length) return;
+      items.push(h("li", { class: cls, "data-problem": kind },
+        h("strong", {}, list.length + (list.length === 1 ? one : many) + " (" + why + "): "),
+        ...joined(list.map((x) => h("span", {}, h("code", {}, x.addr), " ", groupLink(x.g.brokerName),
           " " + role(x.id) + ", " + x.l.label)))));
-    }
-    if (p.late.length) {
-      items.push(h("li", { class: "warn", "data-problem": "late" },
-        h("strong", {}, p.late.length + (p.late.length === 1 ? " member late" : " members late") +
-          " (past 80 % of its timeout): "),
-        ...joined(p.late.map((x) => h("span", {}, h("code", {}, x.addr), " ", groupLink(x.g.brokerName),
-          " " + role(x.id) + ", " + x.l.label)))));
-    }
+    };
+    members(p.expired, "expired", "bad", " member expired", " members expired", "removed at the next expiry scan");
+    members(p.late, "late", "warn", " member late", " members late", "past 80 % of its timeout");
     if (gone.length) {
       items.push(h("li", { class: "warn", "data-problem": "gone" },
         h("strong", {}, gone.length + (gone.length === 1 ? " group left" : " groups left") + " in the last hour: "),
