@@ -81,7 +81,17 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "TopicSummary": {"type": "object", "properties": {"topics": {"type": "array", "items": {"type": "object", "properties": {
         "topic": _STR, "orderTopicConf": {"type": ["string", "null"]},
         "queueDatas": {"type": "array", "items": {"$ref": REF.format(model="QueueData")}}}}},
-        "nextCursor": {"type": ["string", "null"]}, "total": _INT, "orderTopics": _INT}},
+        "nextCursor": {"type": ["string", "null"]}, "total": _INT, "orderTopics": _INT,
+        "examined": {**_INT, "description": "with cluster= or system=0: topics looked at for this page"},
+        "skipped": {**_INT, "description": "with cluster= or system=0: of those, the ones the filters left out"}}},
+    "WriteQueues": {"type": "object", "properties": {
+        "tally": {"type": ["object", "null"], "description": "the last complete pass, null before the first", "properties": {
+            "groups": {"type": "array", "items": {"type": "object", "properties": {
+                "brokerName": _STR, "cluster": _STR, "topics": _INT,
+                "writeQueues": {**_INT, "description": "writeQueueNums summed over the group's topics whose perm has W"}}}},
+            "version": _INT, "startedAt": _INT, "finishedAt": _INT}},
+        "pass": {"type": ["object", "null"], "description": "the pass under way: groups read of all",
+                 "properties": {"read": _INT, "of": _INT}}}},
 }
 
 # (method, path) -> (summary, request model, success schema, error statuses)
@@ -107,6 +117,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, type[BaseModel] | None, str, tuple[
     ("GET", "/v1/kv/{namespace}"): ("A KV namespace", None, "KvTable", (400, 404, 503)),
     ("GET", "/v1/brokers/live"): ("A page of registered broker addresses, by broker group, with their heartbeat age against their timeout (Redis time)", None, "LiveBrokers", (400, 503)),
     ("GET", "/v1/topics/summary"): ("A page of topics in name order with their QueueDatas and order config (the dashboard's table)", None, "TopicSummary", (400, 503)),
+    ("GET", "/v1/brokers/write-queues"): ("Writable write queues per broker group over every topic (the dashboard's chart); each request reads a bounded slice of the next pass", None, "WriteQueues", (503,)),
     ("GET", "/healthz"): ("Liveness", None, "Status", ()),
     ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded", None, "Status", (503,)),
 }
@@ -138,6 +149,11 @@ def _parameters(path: str) -> list[dict[str, Any]]:
              "description": "only topics whose name starts with this"},
             {"name": "order", "in": "query", "required": False, "schema": {"type": "string", "enum": ["1", "true"]},
              "description": "only order topics (with an ORDER_TOPIC_CONFIG entry)"},
+            {"name": "cluster", "in": "query", "required": False, "schema": {**_STR, "maxLength": 255},
+             "description": "only topics a broker group of this cluster serves (at most 10 pages read per request)"},
+            {"name": "system", "in": "query", "required": False,
+             "schema": {"type": "string", "enum": ["0", "1", "true", "false"], "default": "1"},
+             "description": "0: without RocketMQ's own topics (TopicValidator's, %RETRY%, %DLQ%, cluster and broker names)"},
         ]
     if path in _STALE_READS:
         params.append({"name": "stale", "in": "query", "required": False, "allowEmptyValue": True, "schema": _STR,

@@ -7,9 +7,14 @@
 - ``GET /v1/brokers/live``     every registered broker address with its heartbeat age
   against its timeout, as Redis sees it now (read-only script ``live_brokers.lua``);
 - ``GET /v1/topics/summary``   every topic's QueueDatas and order config in one read
-  (read-only script ``topic_summary.lua``), so the page needs no route call per topic.
+  (read-only script ``topic_summary.lua``), so the page needs no route call per topic;
+  ``cluster=`` and ``system=0`` filter it, a bounded number of pages per request;
+- ``GET /v1/brokers/write-queues``  writable write queues per broker group over every
+  topic (service/http/queue_tally.py), a bounded slice of the fleet read per request.
 
-Both reads send an ETag and answer ``If-None-Match`` with 304. The page itself uses only
+The reads send an ETag and answer ``If-None-Match`` with 304; they, the page and its
+assets are gzip-compressed for a client that accepts it, and their 503s carry the time
+this worker last reached Redis (``X-Registry-Last-Reached``). The page itself uses only
 these and the public API (``/v1/cluster``, ``/v1/routes/{topic}`` with its watch).
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import mimetypes
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,10 +32,11 @@ import orjson
 from aiohttp import web
 
 from service.auth import OPEN, READ
-from service.cache import Answer, make_answer
-from service.http.context import CACHE, STORE, add_route
+from service.cache import CLUSTER, Answer, make_answer
+from service.http.context import CACHE, REGISTRY, STORE, add_route
 from service.http.errors import error_response, invalid
-from service.http.views import answer_response, etag_matches
+from service.http.queue_tally import QueueTally
+from service.http.views import answer_response, compressed, etag_matches
 from service.store import SCRIPTS, Store
 
 log = logging.getLogger(__name__)
@@ -51,6 +58,7 @@ PAGE_HEADERS = {
 # Set in the per-app script table when the store does not load the script itself.
 _UI_SCRIPTS = web.AppKey("ui_scripts", dict)
 _UI_ASSETS = web.AppKey("ui_assets", dict)
+_TALLY = web.AppKey("ui_queue_tally", QueueTally)
 
 
 def _s(value: bytes | str) -> str:
@@ -105,7 +113,7 @@ def _asset_response(request: web.Request, name: str) -> web.Response:
     if etag_matches(request.headers.get("If-None-Match"), etag):
         return web.Response(status=304, headers=headers)
     headers["Content-Type"] = ctype
-    return web.Response(body=body, headers=headers)
+    return compressed(request, web.Response(body=body, headers=headers))
 
 
 async def page(request: web.Request) -> web.Response:
@@ -216,6 +224,70 @@ async def topic_summary(app: web.Application, cursor: str = "", limit: int = SUM
     ], "nextCursor": _s(next_cursor) if next_cursor else None, "total": int(total), "orderTopics": int(order_total)}
 
 
+# ---------------------------------------------------------------------- topic filters
+# RocketMQ's own topics: TopicValidator's system set and prefix, a consumer group's retry
+# and dead-letter topics (MixAll), and, as rocketmq-dashboard counts them, the topics every
+# broker creates named after its cluster and its broker name.
+SYSTEM_TOPICS = frozenset((
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+))
+SYSTEM_PREFIXES = ("rmq_sys_", "%RETRY%", "%DLQ%")
+# A filtered view reads at most this many pages of the summary per request; a page that
+# fills up with fewer rows ends where the reading stopped (its nextCursor goes on from there).
+FILTER_PAGES = 10
+
+
+def is_system_topic(topic: str, names: frozenset[str]) -> bool:
+    """`names`: the cluster and broker names registered now."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_PREFIXES) or topic in names
+
+
+async def cluster_table(app: web.Application) -> dict[str, Any]:
+    """ClusterInfo, through the worker's cache (the answer /v1/cluster serves)."""
+    reg = app[REGISTRY]
+
+    async def fetch() -> Answer:
+        version, body = await reg.cluster_info()
+        return make_answer(version, 200, orjson.dumps(body))
+
+    answer = await app[CACHE].get(("cluster",), fetch, scope=CLUSTER)
+    return orjson.loads(answer.body)
+
+
+async def filtered_summary(app: web.Application, cursor: str, limit: int, prefix: str, order_only: bool,
+                           cluster: str, hide_system: bool) -> tuple[int, dict[str, Any]]:
+    """Up to `limit` topics past `cursor` served by a group of `cluster` (when given) and
+    not RocketMQ's own (when `hide_system`), from at most FILTER_PAGES summary pages.
+    `examined` says how many topics were looked at, `skipped` how many of them were left out."""
+    info = await cluster_table(app)
+    names = frozenset(info["clusterAddrTable"]) | frozenset(info["brokerAddrTable"])
+    groups = frozenset(info["clusterAddrTable"].get(cluster, ())) if cluster else frozenset()
+    kept: list[dict[str, Any]] = []
+    examined = 0
+    version, body = 0, {"total": 0, "orderTopics": 0}
+    next_cursor: str | None = cursor
+    for _ in range(FILTER_PAGES):
+        version, body = await topic_summary(app, next_cursor or "", limit, prefix, order_only)
+        page = body["topics"]
+        next_cursor = body["nextCursor"]
+        for i, t in enumerate(page):
+            examined += 1
+            if hide_system and is_system_topic(t["topic"], names):
+                continue
+            if cluster and not any(q["brokerName"] in groups for q in t["queueDatas"]):
+                continue
+            kept.append(t)
+            if len(kept) == limit:
+                # more may follow this one on the page, or on the pages after it
+                next_cursor = t["topic"] if i < len(page) - 1 or next_cursor else None
+                break
+        if len(kept) == limit or not next_cursor:
+            break
+    return version, {"topics": kept, "nextCursor": next_cursor, "total": body["total"],
+                     "orderTopics": body["orderTopics"], "examined": examined, "skipped": examined - len(kept)}
+
+
 # ---------------------------------------------------------------------- handlers
 async def get_live_brokers(request: web.Request) -> web.Response:
     """The body changes with every millisecond (now, ageMs); its ETag covers only what
@@ -229,40 +301,87 @@ async def get_live_brokers(request: web.Request) -> web.Response:
     if etag_matches(request.headers.get("If-None-Match"), etag):
         return web.Response(status=304, headers=headers)
     del body["version"]
-    return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
+    return compressed(request, web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers))
+
+
+def flag(request: web.Request, name: str, default: bool) -> bool:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if raw not in ("0", "1", "true", "false"):
+        raise invalid(f"{name} must be 1 or 0, not {raw[:20]!r}")
+    return raw in ("1", "true")
 
 
 async def get_topic_summary(request: web.Request) -> web.Response:
     """A page of topics in name order; `q` keeps those starting with it, `order=1` the
-    order topics. The dashboard's default view (first page, no filter) is cached; other
-    pages are read each time (their number is unbounded, each read is bounded)."""
+    order topics, `cluster=` those a group of that cluster serves, `system=0` leaves
+    RocketMQ's own out. The dashboard's first page of each filter is cached; other pages
+    are read each time (their number is unbounded, each read is bounded)."""
     app = request.app
     cursor, limit = page_params(request, SUMMARY_LIMIT, SUMMARY_MAX)
     prefix = request.query.get("q", "")
     order_only = request.query.get("order", "") in ("1", "true")
+    cluster = request.query.get("cluster", "")
+    hide_system = not flag(request, "system", True)
     if len(prefix) > 255:
         raise invalid("q is a topic name prefix of at most 255 characters")
+    if len(cluster) > 255:
+        raise invalid("cluster is a cluster name of at most 255 characters")
 
     async def fetch() -> Answer:
-        version, body = await topic_summary(app, cursor, limit, prefix, order_only)
+        if cluster or hide_system:
+            version, body = await filtered_summary(app, cursor, limit, prefix, order_only, cluster, hide_system)
+        else:
+            version, body = await topic_summary(app, cursor, limit, prefix, order_only)
         return make_answer(version, 200, orjson.dumps(body))
 
     if cursor or prefix or order_only:
-        return answer_response(request, await fetch())
-    return answer_response(request, await app[CACHE].get(("ui", "topic-summary", limit), fetch))
+        return compressed(request, answer_response(request, await fetch()))
+    key = ("ui", "topic-summary", limit, cluster, hide_system)
+    return compressed(request, answer_response(request, await app[CACHE].get(key, fetch)))
+
+
+async def get_write_queues(request: web.Request) -> web.Response:
+    """Writable write queues per broker group over every topic: the last complete pass,
+    and how far the next one got (QueueTally)."""
+    app = request.app
+    body = orjson.dumps(await app[_TALLY].step(app[STORE], app[REGISTRY].cluster_info))
+    etag = '"' + hashlib.blake2b(body, digest_size=8).hexdigest() + '"'
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if etag_matches(request.headers.get("If-None-Match"), etag):
+        return web.Response(status=304, headers=headers)
+    return compressed(request, web.Response(body=body, content_type="application/json", headers=headers))
+
+
+# The reads whose 503 says when this worker last reached Redis: the page tells since when
+# the store has been out, whenever the tab was opened.
+LAST_REACHED_PATHS = frozenset(("/v1/cluster", "/v1/brokers/live", "/v1/topics/summary", "/v1/brokers/write-queues"))
+
+
+async def add_last_reached(request: web.Request, response: web.StreamResponse) -> None:
+    if response.status != 503 or request.path not in LAST_REACHED_PATHS:
+        return
+    confirmed = request.app[CACHE].confirmed_at  # monotonic; -inf before the first poll
+    if confirmed != float("-inf"):
+        reached = time.time() - (time.monotonic() - confirmed)
+        response.headers["X-Registry-Last-Reached"] = str(int(reached * 1000))
 
 
 def add_ui_routes(app: web.Application) -> None:
-    """Registers the page, its assets and its two reads; a second call does nothing.
+    """Registers the page, its assets and its reads; a second call does nothing.
 
-    The page and its assets are open (the page holds no data); the two reads follow the
-    read rule (RMQ_AUTH_READS) like /v1/cluster. They are GET only, no implicit HEAD,
-    so no method slips past their auth check."""
+    The page and its assets are open (the page holds no data); the reads follow the read
+    rule (RMQ_AUTH_READS) like /v1/cluster. They are GET only, no implicit HEAD, so no
+    method slips past their auth check."""
     if any(getattr(r, "canonical", None) == "/v1/brokers/live" for r in app.router.resources()):
         return
     app[_UI_SCRIPTS] = {}
     app[_UI_ASSETS] = load_assets()
+    app[_TALLY] = QueueTally()
+    app.on_response_prepare.append(add_last_reached)
     add_route(app, "GET", "/", page, OPEN, allow_head=True)
     add_route(app, "GET", "/ui/{path}", asset, OPEN, allow_head=True)
-    for path, handler in (("/v1/brokers/live", get_live_brokers), ("/v1/topics/summary", get_topic_summary)):
+    for path, handler in (("/v1/brokers/live", get_live_brokers), ("/v1/topics/summary", get_topic_summary),
+                          ("/v1/brokers/write-queues", get_write_queues)):
         add_route(app, "GET", path, handler, READ)

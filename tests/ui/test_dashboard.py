@@ -17,7 +17,6 @@ from tests.ui.conftest import (
     ORDER_TOPICS,
     TOPICS,
     Worker,
-    copy_to_docs,
     expected_summary,
     seed,
     topics_of,
@@ -186,7 +185,7 @@ async def test_page_shows_clusters_groups_topics_and_a_route(
     # a topic's route on click: the very JSON a producer receives
     await page.click('#topic-rows button[data-topic="Topic-042"]')
     await until(page, "() => document.querySelector('#route-json').textContent.length > 0")
-    shown = json.loads(await page.locator("#route-json").inner_text())
+    shown = json.loads(await page.locator("#route-json").text_content())
     status, route = await worker.get("/v1/routes/Topic-042")
     assert status == 200 and shown == route
     assert await text(page, "#route-topic") == "Topic-042"
@@ -204,7 +203,7 @@ async def test_page_shows_clusters_groups_topics_and_a_route(
     await page.keyboard.press("/")
     assert await page.evaluate("document.activeElement.id") == "topic-search"
 
-    # the README screenshot: desktop width, a route open
+    # desktop width, a route open (README's picture is the fleet-size one, test_fleet.py)
     await page.click('#topic-rows button[data-topic="Topic-007"]')
     await until(page, route_json_has("broker-"))
     await page.locator("body").click(position={"x": 5, "y": 5})
@@ -213,7 +212,6 @@ async def test_page_shows_clusters_groups_topics_and_a_route(
     desktop = artifacts / "dashboard-1280.png"
     await page.screenshot(path=str(desktop), full_page=False)
     await page.screenshot(path=str(artifacts / "dashboard-1280-full.png"), full_page=True)
-    copy_to_docs(desktop)
     assert page.errors == []
 
     # phone width: nothing wider than the screen, the same content
@@ -240,7 +238,7 @@ async def test_page_follows_registrations_and_expiry_without_reload(
 
     await page.click('#topic-rows button[data-topic="Topic-001"]')
     await until(page, "() => document.querySelector('#route-json').textContent.length > 0")
-    assert "broker-g" not in await page.locator("#route-json").inner_text()
+    assert "broker-g" not in await page.locator("#route-json").text_content()
 
     # a new master joins ClusterC serving Topic-001 and a new topic, and falls silent after 3 s;
     # so does broker-h's master, whose slave stays
@@ -259,7 +257,7 @@ async def test_page_follows_registrations_and_expiry_without_reload(
     await page.wait_for_selector('tr.member[data-addr="10.0.3.9:10911"][data-state="ok"]', timeout=WAIT_MS)
     # the watched route shows the new group without a click
     await until(page, route_json_has("broker-g"))
-    shown = json.loads(await page.locator("#route-json").inner_text())
+    shown = json.loads(await page.locator("#route-json").text_content())
     assert [q["brokerName"] for q in shown["queueDatas"]] == ["broker-b", "broker-c", "broker-g"]
 
     # past 80 % of its timeout the bar turns amber, then it expires and the scanner removes it

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +222,118 @@ async def test_live_brokers_page_by_broker_group(aiohttp_client: Any, redis_url:
     assert seen == [f"10.0.{g}.{i + 1}:10911" for g in range(5) for i in (0, 1)]
     bad = await client.get("/v1/brokers/live", params={"cursor": "not json"})
     assert bad.status == 400
+
+
+async def test_topic_summary_filters_by_cluster_and_leaves_system_topics_out(aiohttp_client: Any, redis_url: str) -> None:
+    client = await make(aiohttp_client, redis_url)
+    # what a real broker registers besides its own topics: TopicValidator's set, a consumer
+    # group's retry and dead-letter topics, its cluster's and its own name
+    system = ["TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRACE_TOPIC", "rmq_sys_x", "%RETRY%cg", "%DLQ%cg"]
+    await register(client, registration(addr="10.0.0.1:10911", name="broker-a", cluster="C1",
+                                        topics=["Orders", "Shared", "C1", "broker-a"] + system))
+    await register(client, registration(addr="10.0.1.1:10911", name="broker-b", cluster="C2",
+                                        topics=["Payments", "Shared", "C2", "broker-b"] + system))
+
+    async def names(**params: str) -> tuple[list[str], dict[str, Any]]:
+        resp = await client.get("/v1/topics/summary", params=params)
+        assert resp.status == 200, await resp.text()
+        body = await resp.json()
+        return [t["topic"] for t in body["topics"]], body
+
+    everything, body = await names()
+    assert len(everything) == 13 and body["total"] == 13
+    plain, body = await names(system="0")
+    assert plain == ["Orders", "Payments", "Shared"]
+    assert body["examined"] == 13 and body["skipped"] == 10 and body["total"] == 13
+    in_c1, _ = await names(system="0", cluster="C1")
+    assert in_c1 == ["Orders", "Shared"]
+    with_system, _ = await names(cluster="C2")
+    assert "Payments" in with_system and "Orders" not in with_system and "TBW102" in with_system
+    nowhere, body = await names(cluster="NoSuchCluster")
+    assert nowhere == [] and body["nextCursor"] is None
+    bad = await client.get("/v1/topics/summary", params={"system": "maybe"})
+    assert bad.status == 400 and "system" in (await bad.json())["message"]
+
+
+async def test_a_filtered_page_stops_after_a_bounded_read_and_goes_on_from_there(
+        aiohttp_client: Any, redis_url: str) -> None:
+    client = await make(aiohttp_client, redis_url)
+    from service.http.ui import FILTER_PAGES
+
+    # 3 pages of 2 topics per request at most: the one topic of C2 lies past them
+    many = [f"A{i:02d}" for i in range(2 * FILTER_PAGES + 3)]
+    await register(client, registration(addr="10.0.0.1:10911", name="broker-a", cluster="C1", topics=many))
+    await register(client, registration(addr="10.0.1.1:10911", name="broker-b", cluster="C2", topics=["Z-late"]))
+    first = await (await client.get("/v1/topics/summary", params={"cluster": "C2", "limit": "2"})).json()
+    assert first["topics"] == [] and first["examined"] == 2 * FILTER_PAGES
+    assert first["nextCursor"] == many[2 * FILTER_PAGES - 1]
+    rest = await (await client.get("/v1/topics/summary", params={
+        "cluster": "C2", "limit": "2", "cursor": first["nextCursor"]})).json()
+    assert [t["topic"] for t in rest["topics"]] == ["Z-late"] and rest["nextCursor"] is None
+
+
+async def test_write_queues_sum_every_topic_per_group_a_bounded_slice_per_request(
+        aiohttp_client: Any, redis_url: str) -> None:
+    from service.http import ui
+
+    client = await make(aiohttp_client, redis_url)
+    client.app[ui._TALLY].budget = 1  # one group per request
+    await register(client, registration(addr="10.0.0.1:10911", name="broker-a", cluster="C1", topics={
+        f"T{i}": topic_config(f"T{i}", write=8) for i in range(6)}))
+    await register(client, registration(addr="10.0.0.2:10911", name="broker-b", cluster="C1", topics={
+        "T0": topic_config("T0", write=4), "RO": topic_config("RO", write=16, perm=4)}))
+    await register(client, registration(addr="10.0.1.1:10911", name="broker-c", broker_id=1, cluster="C2", topics=[]))
+    progress = []
+    for _ in range(10):
+        body = await (await client.get("/v1/brokers/write-queues")).json()
+        if body["tally"] is not None:
+            break
+        progress.append(body["pass"])
+    assert progress and progress[0] == {"read": 1, "of": 3}  # several requests, one group each
+    rows = {r["brokerName"]: r for r in body["tally"]["groups"]}
+    assert {n: (r["cluster"], r["topics"], r["writeQueues"]) for n, r in rows.items()} == {
+        "broker-a": ("C1", 6, 48), "broker-b": ("C1", 2, 4), "broker-c": ("C2", 0, 0)}
+    # nothing changed: the next request reads nothing and answers 304
+    resp = await client.get("/v1/brokers/write-queues")
+    again = await client.get("/v1/brokers/write-queues", headers={"If-None-Match": resp.headers["ETag"]})
+    assert again.status == 304
+
+
+async def test_the_page_and_the_reads_are_gzipped_for_a_client_that_accepts_it(
+        aiohttp_client: Any, redis_url: str) -> None:
+    client = await make(aiohttp_client, redis_url)
+    for g in range(12):  # bodies over the 1 KiB below which nothing is compressed
+        await register(client, registration(addr=f"10.0.{g}.1:10911", name=f"broker-{g}",
+                                            topics=[f"Topic-{i:03d}" for i in range(20)]))
+    for path in ("/", "/ui/app.js", "/ui/style.css", "/v1/cluster", "/v1/brokers/live", "/v1/topics/summary"):
+        resp = await client.get(path, headers={"Accept-Encoding": "gzip, deflate, br"}, auto_decompress=False)
+        raw = await resp.read()
+        assert resp.headers.get("Content-Encoding") == "gzip", path
+        assert "Accept-Encoding" in resp.headers.get("Vary", ""), path
+        plain = await client.get(path, headers={"Accept-Encoding": "identity"})
+        body = await plain.read()
+        assert "Content-Encoding" not in plain.headers, path
+        unzipped = gzip.decompress(raw)
+        if path == "/v1/brokers/live":  # its clock moved between the two reads
+            unzipped, body = (re.sub(rb'"(now|ageMs)":\d+', b"", b) for b in (unzipped, body))
+        assert unzipped == body and len(raw) < len(body) / 2, path
+
+
+async def test_a_503_of_a_dashboard_read_says_when_the_worker_last_reached_redis(aiohttp_client: Any) -> None:
+    from tests.redis_server import RedisServer
+
+    own = RedisServer()
+    own.start()
+    try:
+        client = await make(aiohttp_client, own.url, redis_timeout_ms=200, version_poll_ms=100)
+        await asyncio.sleep(0.3)  # the cache's poller has reached Redis
+        reached_before = time.time() * 1000
+        own.stop()
+        await asyncio.sleep(0.5)
+        for path in ("/v1/brokers/live", "/v1/topics/summary", "/v1/cluster", "/v1/brokers/write-queues"):
+            resp = await client.get(path)
+            assert resp.status == 503, path
+            reached = int(resp.headers["X-Registry-Last-Reached"])
+            assert reached_before - 2_000 <= reached <= reached_before + 300, (path, reached, reached_before)
+    finally:
+        own.cleanup()
