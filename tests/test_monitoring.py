@@ -305,6 +305,15 @@ def test_the_dashboard_is_grafana_json_over_one_prometheus_datasource() -> None:
         assert p["datasource"]["uid"] == "${datasource}" and p["targets"]
 
 
+def test_the_dashboard_names_rocketmq_answers_and_reads_no_stuck_gauge() -> None:
+    panels = {p["title"]: p for p in DASHBOARD["panels"]}
+    [requests] = panels["RocketMQ requests (9876)"]["targets"]
+    assert requests["legendFormat"] == "{{code}}: {{response_name}}"  # GET_ROUTEINFO_BY_TOPIC: TOPIC_NOT_EXIST
+    # the last stale answer's age stays at its last value for ever: the time since Redis was reached does not
+    assert "rmq_cache_stale_age_ms" not in json.dumps(DASHBOARD)
+    assert any("rmq_redis_unreachable_seconds" in t["expr"] for p in DASHBOARD["panels"] for t in p["targets"])
+
+
 def test_the_component_lists_every_file_of_its_folder() -> None:
     comp = yaml.safe_load((KIT / "kustomization.yaml").read_text())
     assert comp["kind"] == "Component"
