@@ -289,6 +289,8 @@ def test_counts_in_alert_texts_are_whole_numbers(tmp_path: Path) -> None:
     lost["exp_annotations"] = {"summary": "5 brokers expired within 10 minutes: half the fleet or more lost its routes",
                                "description": rule["RmqRoutesLost"]["annotations"]["description"]
                                .replace('{{ with query "max(rmq_topics)" }}{{ . | first | value | printf "%.0f" }}{{ end }}', "15")
+                               .replace('{{ range $i, $s := query "sum by (cluster) (increase(rmq_cluster_expired_brokers_total'
+                                        '[10m])) > 0" }}{{ if $i }}, {{ end }}cluster {{ $s.Labels.cluster }}{{ end }}', "cluster C")
                                .replace('{{ with query "max(max_over_time(rmq_topics[10m]))" }}{{ . | first | value | printf '
                                         '"%.0f" }}{{ end }}', "30")}
     groups = [g for g in groups if g["rules"]]
