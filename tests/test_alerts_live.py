@@ -240,6 +240,24 @@ class Fleet:
         assert not self.alerts.find(alert, **labels), f"{alert}{labels or ''} reported ({situation})"
         self.table.append((self.label(alert, labels), situation, "no (as it must)", "", ""))
 
+    def live_through(self, situation: str, begin: Callable[[], Any], end: Callable[[], Any],
+                     expected: list[tuple[str, dict[str, str]]], meanwhile: Callable[[float], None]) -> None:
+        """Once the last situation's alerts are gone: makes this one, waits for each expected
+        alert to fire, checks `meanwhile` (given when it began), ends it, and waits for each
+        expected alert to resolve."""
+        self.settle()
+        began = time.monotonic()
+        begin()
+        try:
+            for alert, labels in expected:
+                self.expect(situation, began, alert, **labels)
+            meanwhile(began)
+        finally:
+            end()
+        ended = time.monotonic()
+        for alert, labels in expected:
+            self.resolved(situation, ended, alert, **labels)
+
     def settle(self) -> None:
         """Waits until Prometheus reports no alert (the aftermath of the last situation)."""
         until(self.alerts.quiet, "no alert active")
@@ -320,81 +338,54 @@ def test_a_quiet_fleet_and_a_planned_decommission_page_nobody(fleet: Fleet) -> N
 
 
 def test_redis_frozen_pages_and_resolves_when_it_thaws(fleet: Fleet) -> None:
-    fleet.settle()
-    situation = "Redis frozen (SIGSTOP)"
-    assert fleet.redis.proc is not None
-    began = time.monotonic()
-    fleet.redis.proc.send_signal(signal.SIGSTOP)
-    try:
-        expected = [("RmqRedisUnavailable", {"instance": f"127.0.0.1:{p}"}) for p in fleet.ports] + [
-            ("RmqServingStaleReads", {}), ("RmqScannerFailing", {}), ("RmqScannerLagging", {}), ("RmqHttp5xxRate", {})]
-        for alert, labels in expected:
-            fleet.expect(situation, began, alert, **labels)
-        # stale answers end RMQ_STALE_MAX_MS after Redis was last reached; the alert does not
+    def stale_reads_end_and_the_alert_does_not(began: float) -> None:
+        # stale answers end RMQ_STALE_MAX_MS after Redis was last reached; the outage does not
         until(lambda: any(t > began and s == 503 for t, s in fleet.stale_statuses), "?stale reads answer 503")
         time.sleep(2 * seconds(scaled("1m")))
         assert [s for _, s in fleet.alerts.find("RmqServingStaleReads") if s.gone is None], \
             "RmqServingStaleReads resolved while Redis is still frozen"
-    finally:
-        fleet.redis.proc.send_signal(signal.SIGCONT)
-    ended = time.monotonic()
-    for alert, labels in expected:
-        fleet.resolved(situation, ended, alert, **labels)
+
+    assert fleet.redis.proc is not None
+    fleet.live_through(
+        "Redis frozen (SIGSTOP)",
+        lambda: fleet.redis.proc.send_signal(signal.SIGSTOP), lambda: fleet.redis.proc.send_signal(signal.SIGCONT),
+        [*(("RmqRedisUnavailable", {"instance": f"127.0.0.1:{p}"}) for p in fleet.ports), ("RmqServingStaleReads", {}),
+         ("RmqScannerFailing", {}), ("RmqScannerLagging", {}), ("RmqHttp5xxRate", {})],
+        stale_reads_end_and_the_alert_does_not)
 
 
 def test_redis_out_of_memory_pages_refusals_and_lost_routes_not_unavailability(fleet: Fleet) -> None:
-    fleet.settle()
-    situation = "Redis out of memory (maxmemory 1)"
     r = redis.Redis.from_url(fleet.redis.url)
-    began = time.monotonic()
-    r.config_set("maxmemory", 1)
-    try:
+    situation = "Redis out of memory (maxmemory 1)"
+    fleet.live_through(
+        situation, lambda: r.config_set("maxmemory", 1), lambda: r.config_set("maxmemory", 0),
         # heartbeats refused: the brokers expire (removal is allowed), cluster C with them
-        expected = [("RmqRedisRefusingWrites", {"cause": "out of memory"}), ("RmqBrokerExpiryStorm", {"cluster": "C"}),
-                    ("RmqRoutesLost", {}), ("RmqClusterLostAllBrokers", {"cluster": "C"})]
-        for alert, labels in expected:
-            fleet.expect(situation, began, alert, **labels)
-        fleet.quiet(situation, "RmqRedisUnavailable")
-    finally:
-        r.config_set("maxmemory", 0)
-    ended = time.monotonic()
-    for alert, labels in expected:
-        fleet.resolved(situation, ended, alert, **labels)
+        [("RmqRedisRefusingWrites", {"cause": "out of memory"}), ("RmqBrokerExpiryStorm", {"cluster": "C"}),
+         ("RmqRoutesLost", {}), ("RmqClusterLostAllBrokers", {"cluster": "C"})],
+        lambda began: fleet.quiet(situation, "RmqRedisUnavailable"))
 
 
 def test_a_read_only_replica_pages_refusals_and_a_stuck_scanner_not_unavailability(fleet: Fleet) -> None:
-    fleet.settle()
-    situation = "Redis a read-only replica"
-    r = redis.Redis.from_url(fleet.redis.url)
-    began = time.monotonic()
-    r.replicaof("127.0.0.1", free_port())  # a primary nobody runs: the data stays, writes are refused
-    try:
-        # heartbeats refused, and so are the removals: the brokers stay, overdue
-        expected = [("RmqRedisRefusingWrites", {"cause": "read-only replica"}), ("RmqScannerFailing", {}),
-                    ("RmqScannerLagging", {})]
-        for alert, labels in expected:
-            fleet.expect(situation, began, alert, **labels)
+    def reads_answered_and_redis_reached(began: float) -> None:
         fleet.quiet(situation, "RmqRedisUnavailable")
-        assert http_status(f"{fleet.urls[0]}/v1/routes/T1") == 200  # reads are answered
-    finally:
-        r.replicaof("NO", "ONE")
-    ended = time.monotonic()
-    for alert, labels in expected:
-        fleet.resolved(situation, ended, alert, **labels)
+        assert http_status(f"{fleet.urls[0]}/v1/routes/T1") == 200
+
+    r = redis.Redis.from_url(fleet.redis.url)
+    situation = "Redis a read-only replica"
+    fleet.live_through(
+        # a primary nobody runs: the data stays, writes are refused
+        situation, lambda: r.replicaof("127.0.0.1", free_port()), lambda: r.replicaof("NO", "ONE"),
+        # heartbeats refused, and so are the removals: the brokers stay, overdue
+        [("RmqRedisRefusingWrites", {"cause": "read-only replica"}), ("RmqScannerFailing", {}),
+         ("RmqScannerLagging", {})],
+        reads_answered_and_redis_reached)
 
 
 def test_a_killed_worker_pages_until_it_is_back(fleet: Fleet) -> None:
-    fleet.settle()
     situation = "a worker killed (SIGKILL)"
-    began = time.monotonic()
-    fleet.procs[1].kill()
-    fleet.procs[1].wait(timeout=10)
-    instance = f"127.0.0.1:{fleet.ports[1]}"
-    fleet.expect(situation, began, "RmqWorkerDown", instance=instance)
-    fleet.quiet(situation, "RmqRedisUnavailable")
-    fleet.start_worker(1)
-    ended = time.monotonic()
-    fleet.resolved(situation, ended, "RmqWorkerDown", instance=instance)
+    fleet.live_through(situation, fleet.procs[1].kill, lambda: fleet.start_worker(1),
+                       [("RmqWorkerDown", {"instance": f"127.0.0.1:{fleet.ports[1]}"})],
+                       lambda began: fleet.quiet(situation, "RmqRedisUnavailable"))
 
 
 def test_every_dashboard_query_answers_numbers_and_whole_counts(fleet: Fleet) -> None:

@@ -37,8 +37,6 @@ PROMETHEUS_OWN = {"up"}
 def exported() -> Iterator[set[str]]:
     """Every sample name a real worker (HTTP and RocketMQ ports on, a broker registered
     and its route read) exports, as Prometheus stores them."""
-    from tests.redis_server import RedisServer
-
     server = RedisServer()
     server.start()
     port = free_port()
@@ -458,17 +456,8 @@ async def test_expiries_are_counted_by_cluster_and_unregistering_is_not(client: 
     assert await metric(client, "rmq_scanner_expired_brokers_total") == 1
 
 
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    """A server of this test's own, so stopping it disturbs no other test."""
-    server = RedisServer()
-    server.start()
-    yield server
-    server.cleanup()
-
-
 async def test_redis_unreachable_seconds_grow_while_redis_is_down_and_return_to_zero(
-        aiohttp_client, own_redis) -> None:
+        aiohttp_client, own_redis: RedisServer) -> None:
     from service.worker import create_app
 
     client = await aiohttp_client(create_app(Settings(redis_url=own_redis.url, redis_timeout_ms=200)))
@@ -480,7 +469,7 @@ async def test_redis_unreachable_seconds_grow_while_redis_is_down_and_return_to_
     await until(lambda: zero(client, "rmq_redis_unreachable_seconds"))
 
 
-async def test_the_scanner_lag_grows_while_no_scan_can_run(aiohttp_client, own_redis) -> None:
+async def test_the_scanner_lag_grows_while_no_scan_can_run(aiohttp_client, own_redis: RedisServer) -> None:
     from service.worker import create_app
 
     client = await aiohttp_client(create_app(Settings(redis_url=own_redis.url, redis_timeout_ms=200,

@@ -62,7 +62,7 @@ KNOWN_ANSWERS = frozenset({
 
 
 class RequestCounts(Collector):
-    """``rmq_remoting_requests_total{code,response}``, from the server's plain counts: a
+    """``rmq_remoting_requests_total{code,response,response_name}``, from the server's plain counts: a
     labelled Prometheus counter costs a lock and a label lookup per request. Also the
     connections: open now, refused, and closed by the server by reason; and registration
     bodies read as a change to their broker's previous one."""
