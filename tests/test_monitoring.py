@@ -12,7 +12,7 @@ import signal
 import subprocess
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -126,7 +126,7 @@ def test_the_alert_rules_pass_promtool_check(rules_file: Path) -> None:
 # promtool unit tests, one behaviour each: input series per worker, and which alerts must
 # fire when (exp_alerts [] = must not fire then). Every alert has a firing and a
 # non-firing case (checked below).
-def case(name: str, series: dict[str, str], *expected: tuple[str, str, list[dict[str, str]]]) -> dict:
+def case(name: str, series: dict[str, str], *expected: tuple[str, str, list[dict[str, str]]]) -> dict[str, Any]:
     return {"name": name, "interval": "1m",
             "input_series": [{"series": k, "values": v} for k, v in series.items()],
             "alert_rule_test": [{"eval_time": t, "alertname": a, "exp_alerts": [{"exp_labels": e} for e in labels]}
@@ -250,7 +250,8 @@ UNIT_TESTS = [
 ]
 
 
-def run_promtool_tests(tmp_path: Path, rule_groups: list[dict], tests: list[dict], every: str = "1m") -> None:
+def run_promtool_tests(tmp_path: Path, rule_groups: list[dict[str, Any]], tests: list[dict[str, Any]],
+                       every: str = "1m") -> None:
     rules, spec = tmp_path / "rules.yaml", tmp_path / "tests.yaml"
     rules.write_text(yaml.safe_dump({"groups": rule_groups}))
     spec.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": every, "tests": tests}))
