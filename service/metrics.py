@@ -3,14 +3,23 @@
 A collector rather than live metric objects: the figures are counters the core keeps
 anyway, read when /metrics is scraped. Each front registers its own collectors beside
 this one in the worker's registry (service.node).
+
+A labelled counter is exported at 0 for every label value known before its first event
+(scripts, skip reasons, refusal causes, registration paths, the clusters seen): a series
+that appears only with its first event hides that event from a rule's ``increase()``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from service.models import SKIP_REASONS
+from service.store import READ_SCRIPTS, REFUSAL_CAUSES, SCRIPTS
 
 if TYPE_CHECKING:
     from service.cache import ReadCache
@@ -18,44 +27,58 @@ if TYPE_CHECKING:
     from service.scanner import Scanner
 
 
+# rmq_table_changes_total's scripts: every script that writes, and the fast path's own count
+CHANGE_SCRIPTS = (*(s for s in SCRIPTS if s not in READ_SCRIPTS), "register_unchanged")
+# rmq_full_registrations_total's paths (service.registry counts them)
+REGISTER_PATHS = ("diff", "stale", "staged", "full")
+
+
+def labelled(name: str, text: str, label: str, counts: Counter[str] | dict[str, int], known: Iterable[str]) -> Metric:
+    """A counter by one label: every known value (at 0 until its first event), then any other."""
+    family = CounterMetricFamily(name, text, labels=[label])
+    for value in sorted({*known, *counts}):
+        family.add_metric([value], counts.get(value, 0))
+    return family
+
+
 class CoreCollector(Collector):
     def __init__(self, registry: "Registry", scanner: "Scanner", cache: "ReadCache") -> None:
         self.registry = registry
         self.scanner = scanner
         self.cache = cache
+        self.started = time.monotonic()  # "unreachable since" for a worker that never reached Redis
 
     def collect(self) -> Iterator[Metric]:
-        operations = CounterMetricFamily("rmq_table_changes", "changes this worker applied, by script (register, heartbeat, ...)",
-                                         labels=["script"])
-        for script, n in sorted(self.registry.operations.items()):
-            operations.add_metric([script], n)
-        yield operations
-        skipped = CounterMetricFamily("rmq_skipped_topic_configs",
-                                      "topic configs left out of registrations this worker applied, by reason",
-                                      labels=["reason"])
-        for reason, n in sorted(self.registry.skipped_topics.items()):
-            skipped.add_metric([reason], n)
-        yield skipped
+        registry, stats = self.registry, self.scanner.stats
+        yield labelled("rmq_table_changes", "changes this worker applied, by script (register, heartbeat, ...)",
+                       "script", registry.operations, CHANGE_SCRIPTS)
+        yield labelled("rmq_skipped_topic_configs", "topic configs left out of registrations this worker applied, by reason",
+                       "reason", registry.skipped_topics, SKIP_REASONS)
         yield CounterMetricFamily("rmq_redis_errors", "Redis calls that failed or timed out",
-                                  value=self.registry.store.errors)
-        refusals = CounterMetricFamily("rmq_redis_refusals", "writes Redis refused, by cause (out of memory, "
-                                       "read-only replica, snapshot failing)", labels=["cause"])
-        for cause, n in sorted(self.registry.store.refusals.counts.items()):
-            refusals.add_metric([cause], n)
-        yield refusals
-        paths = CounterMetricFamily("rmq_full_registrations", "registrations past the unchanged fast path, by how they went: diff "
-                                    "(only what differs from this worker's copy), stale (the copy was out of date), "
-                                    "staged (a new group's, in slices), full", labels=["path"])
-        for path, n in sorted(self.registry.register_paths.items()):
-            paths.add_metric([path], n)
-        yield paths
-        stats = self.scanner.stats
-        yield GaugeMetricFamily("rmq_scanner_lag_ms", "how far past its deadline the most overdue broker was at the last scan",
-                                value=stats.lag_ms)
+                                  value=registry.store.errors)
+        yield labelled("rmq_redis_refusals", "writes Redis refused, by cause (out of memory, read-only replica, snapshot failing)",
+                       "cause", registry.store.refusals.counts, REFUSAL_CAUSES)
+        yield labelled("rmq_full_registrations", "registrations past the unchanged fast path, by how they went: diff "
+                       "(only what differs from this worker's copy), stale (the copy was out of date), "
+                       "staged (a new group's, in slices), full", "path", registry.register_paths, REGISTER_PATHS)
+        yield GaugeMetricFamily("rmq_redis_unreachable_seconds", "how long this worker has not reached Redis (its change "
+                                "record poll fails); 0 while the last poll succeeded", value=self._unreachable_s())
+        lag = GaugeMetricFamily("rmq_scanner_lag_ms", "how far past its deadline the most overdue broker is: measured at each "
+                                "scan; while scans fail, estimated from the last earliest deadline read, so it grows "
+                                "(absent until the tables were read once)")
+        lag_ms = self.scanner.lag_now_ms()
+        if lag_ms is not None:
+            lag.add_metric([], lag_ms)
+        yield lag
         yield GaugeMetricFamily("rmq_live_brokers", "broker addresses with a deadline (all workers' view)", value=stats.live_brokers)
         yield GaugeMetricFamily("rmq_topics", "topics with at least one QueueData", value=stats.topics)
         yield GaugeMetricFamily("rmq_broker_groups_without_master", "broker groups with members but no master (brokerId 0)",
                                 value=stats.groups_without_master)
+        masterless = GaugeMetricFamily("rmq_broker_group_without_master", "1 for each broker group with members but no "
+                                       "master (brokerId 0), with its cluster", labels=["cluster", "group"])
+        for group, cluster in stats.masterless.items():
+            masterless.add_metric([cluster, group], 1)
+        yield masterless
         groups = GaugeMetricFamily("rmq_cluster_broker_groups", "broker groups in each cluster (a cluster whose last "
                                    "broker expired is gone from the tables, and from this gauge)", labels=["cluster"])
         for cluster, n in stats.cluster_groups.items():
@@ -63,8 +86,16 @@ class CoreCollector(Collector):
         yield groups
         yield CounterMetricFamily("rmq_scanner_passes", "expiry scanner passes", value=stats.passes)
         yield CounterMetricFamily("rmq_scanner_expired_brokers", "brokers this worker removed on expiry", value=stats.expired)
+        yield labelled("rmq_cluster_expired_brokers", "brokers this worker removed on expiry, by cluster (every cluster "
+                       "seen since the worker started, from 0)", "cluster", stats.expired_by_cluster, ())
         yield CounterMetricFamily("rmq_scanner_failures", "scanner passes that failed", value=stats.failures)
         yield from self._cache_metrics()
+
+    def _unreachable_s(self) -> float:
+        cache = self.cache
+        if not cache.unreachable:
+            return 0.0
+        return time.monotonic() - max(cache.confirmed_at, self.started)
 
     def _cache_metrics(self) -> Iterator[Metric]:
         cache, c = self.cache, self.cache.stats
@@ -83,4 +114,5 @@ class CoreCollector(Collector):
             ("stale_served", c.stale_served, "answers served past the staleness bound while Redis was unreachable"),
         ):
             yield CounterMetricFamily(f"rmq_cache_{name}", text, value=value)
-        yield GaugeMetricFamily("rmq_cache_stale_age_ms", "age of the last answer served past the bound", value=c.stale_age_ms)
+        yield GaugeMetricFamily("rmq_cache_stale_age_ms", "while Redis is unreachable, the age of the last answer served "
+                                "past the bound (0 once Redis is reached again)", value=c.stale_age_ms if cache.unreachable else 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
 from service.registry import Registry
@@ -27,7 +28,17 @@ class ScanStats:
     live_brokers: int = 0  # addresses with a deadline, at the last pass
     topics: int = 0
     groups_without_master: int = 0
+    masterless: dict[str, str] = field(default_factory=dict)  # broker group without master -> its cluster
     cluster_groups: dict[str, int] = field(default_factory=dict)  # cluster -> broker groups in it
+    # cluster -> brokers this worker removed on expiry; every cluster seen starts at 0, so a
+    # rule's increase() sees its first expiry
+    expired_by_cluster: dict[str, int] = field(default_factory=dict)
+    # what the lag is estimated from while passes fail: the earliest deadline and Redis'
+    # clock at the last observation, and this process' monotonic clock then
+    oldest_deadline_ms: int | None = None
+    observed_redis_ms: int = 0
+    observed_at: float | None = None  # None: the tables were never read
+    failing: bool = False  # the last pass failed
 
 
 class Scanner:
@@ -51,32 +62,63 @@ class Scanner:
         return [a.decode() if isinstance(a, bytes) else a for a in raw]
 
     async def observe_tables(self) -> None:
-        """The gauges of /metrics: scanner lag, live brokers, topics, groups without a master,
-        broker groups per cluster (a few reads a pass: one more per cluster, not per group)."""
-        keys, redis = self.store.keys, self.store.redis
+        """The gauges of /metrics: scanner lag, live brokers, topics, groups without a master
+        and their clusters, broker groups per cluster (a few reads a pass: one more per
+        cluster and per group without a master, not per group)."""
+        keys, redis, stats = self.store.keys, self.store.redis, self.stats
         oldest = await self.store.call(redis.zrange(keys.expiry, 0, 0, withscores=True))
         now = await self.now_ms()
-        self.stats.lag_ms = max(0, now - int(oldest[0][1])) if oldest else 0
-        self.stats.live_brokers = await self.store.call(redis.zcard(keys.expiry))
-        self.stats.topics = await self.store.call(redis.scard(keys.topics))
-        self.stats.groups_without_master = await self.store.call(redis.scard(keys.masterless))
+        observed_at = time.monotonic()
+        stats.oldest_deadline_ms = int(oldest[0][1]) if oldest else None
+        stats.lag_ms = max(0, now - stats.oldest_deadline_ms) if stats.oldest_deadline_ms is not None else 0
+        stats.observed_redis_ms, stats.observed_at = now, observed_at
+        stats.live_brokers = await self.store.call(redis.zcard(keys.expiry))
+        stats.topics = await self.store.call(redis.scard(keys.topics))
+        groups = sorted(g.decode() for g in await self.store.call(redis.smembers(keys.masterless)))
+        in_cluster = await asyncio.gather(*(self.store.call(redis.hget(keys.broker(g), "cluster")) for g in groups))
+        stats.masterless = {g: c.decode() if c is not None else "" for g, c in zip(groups, in_cluster)}
+        stats.groups_without_master = len(groups)
         clusters = sorted(c.decode() for c in await self.store.call(redis.smembers(keys.clusters)))
         sizes = await asyncio.gather(*(self.store.call(redis.scard(keys.cluster(c))) for c in clusters))
-        self.stats.cluster_groups = dict(zip(clusters, sizes))
+        stats.cluster_groups = dict(zip(clusters, sizes))
+        for cluster in clusters:
+            stats.expired_by_cluster.setdefault(cluster, 0)
+
+    def lag_now_ms(self) -> int | None:
+        """How far past its deadline the most overdue broker is: measured at the last pass
+        while passes succeed; while they fail (Redis frozen or unreachable), estimated from
+        the earliest deadline last read, so it grows as long as no scanner can run (an
+        upper bound by at most one scan interval: that broker may have been removed since).
+        None until the tables were read once."""
+        stats = self.stats
+        if stats.observed_at is None:
+            return None
+        if not stats.failing or stats.oldest_deadline_ms is None:
+            return stats.lag_ms
+        redis_now = stats.observed_redis_ms + (time.monotonic() - stats.observed_at) * 1000
+        return max(stats.lag_ms, int(redis_now) - stats.oldest_deadline_ms)
 
     async def scan_once(self) -> int:
         """One pass; returns how many brokers this worker removed."""
         removed = 0
+        keys, redis = self.store.keys, self.store.redis
         while True:
             due = await self.due()
             # each removal is its own atomic script; sending a chunk at once overlaps the
             # round trips instead of paying one per broker
             for at in range(0, len(due), self.CONCURRENCY):
                 chunk = due[at:at + self.CONCURRENCY]
-                for addr, gone in zip(chunk, await asyncio.gather(*map(self.registry.destroy, chunk))):
+                # the cluster, read before the removal deletes the member row: an expiry is
+                # counted by cluster, so a rule tells a cluster lost this way from one whose
+                # brokers unregistered
+                clusters = await asyncio.gather(*(self.store.call(redis.hget(keys.member(a), "cluster")) for a in chunk))
+                gone_all = await asyncio.gather(*map(self.registry.destroy, chunk))
+                for addr, cluster, gone in zip(chunk, clusters, gone_all):
                     if gone:
                         removed += 1
-                        log.info("broker %s expired: removed from the route tables", addr)
+                        name = cluster.decode() if cluster is not None else ""
+                        self.stats.expired_by_cluster[name] = self.stats.expired_by_cluster.get(name, 0) + 1
+                        log.info("broker %s of cluster %s expired: removed from the route tables", addr, name or "?")
             if len(due) < self.batch:
                 break
         self.stats.passes += 1
@@ -88,10 +130,13 @@ class Scanner:
             try:
                 await self.observe_tables()
                 await self.scan_once()
+                self.stats.failing = False
             except StoreUnavailable as exc:
                 self.stats.failures += 1
+                self.stats.failing = True
                 log.warning("expiry scan skipped, Redis unavailable: %s", exc)
             except Exception:  # the loop must outlive any one bad pass
                 self.stats.failures += 1
+                self.stats.failing = True
                 log.exception("expiry scan failed")
             await asyncio.sleep(self.interval)

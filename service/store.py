@@ -114,13 +114,16 @@ def _may_have_run(exc: BaseException) -> bool:
 
 
 # Redis' refusals, by the error they come as: what an operator must fix, in a word.
+OUT_OF_MEMORY, READ_ONLY, SNAPSHOT_FAILING = REFUSAL_CAUSES = ("out of memory", "read-only replica", "snapshot failing")
+
+
 def refusal_cause(exc: BaseException) -> str | None:
     if isinstance(exc, OutOfMemoryError):
-        return "out of memory"
+        return OUT_OF_MEMORY
     if isinstance(exc, ReadOnlyError):
-        return "read-only replica"
+        return READ_ONLY
     if isinstance(exc, ResponseError) and str(exc).startswith("MISCONF"):
-        return "snapshot failing"
+        return SNAPSHOT_FAILING
     return None
 
 

@@ -17,6 +17,15 @@ def redis_server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A server of this test's own, so stopping it disturbs no other test."""
+    server = RedisServer()
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
 def redis_url(redis_server: RedisServer) -> Iterator[str]:
     """The shared test server, emptied before each test."""
     if redis_server.proc is None:

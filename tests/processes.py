@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,12 +35,15 @@ def http_status(url: str, timeout_s: float = 5) -> int:
         return e.code
 
 
-def start(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+def start(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT,
+          output: int | IO[bytes] = subprocess.PIPE) -> subprocess.Popen[bytes]:
+    """``output``: where stdout and stderr go (a file for a process that logs for minutes
+    while nobody reads its pipe, which would fill and stop it)."""
     environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("RMQ_")}
     # RocketMQ's port off unless a test asks: several workers on one machine would collide on 9876
     environ["RMQ_REMOTING_PORT"] = "0"
     environ.update(env or {})
-    return subprocess.Popen(args, cwd=cwd, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(args, cwd=cwd, env=environ, stdout=output, stderr=subprocess.STDOUT)
 
 
 def console_script(name: str) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Iterator
 
 import pytest
 import redis
@@ -15,15 +14,6 @@ from service.store import OutcomeUnknown, Store, StoreUnavailable
 from tests.builders import registration
 from tests.calls import register, route
 from tests.redis_server import RedisServer
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    """A server of this test's own, so stopping it disturbs no other test."""
-    server = RedisServer()
-    server.start()
-    yield server
-    server.cleanup()
 
 
 async def worker_on(aiohttp_client, server: RedisServer, **overrides) -> TestClient:

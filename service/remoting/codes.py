@@ -46,3 +46,8 @@ NAMES = {
     value: name for name, value in dict(globals()).items()
     if name.isupper() and isinstance(value, int) and not name.startswith("V") and value >= 100
 }
+
+RESPONSE_NAMES = {
+    value: name for name, value in dict(globals()).items()
+    if name.isupper() and isinstance(value, int) and not name.startswith("V") and value < 100
+}

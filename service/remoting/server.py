@@ -42,15 +42,27 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from service.remoting import codec, codes, proxy
-from service.remoting.handlers import dispatch
+from service.remoting.handlers import HANDLERS, dispatch
 from service.remoting.requests import CHANNEL, SMALL_BODY, Channel, Context
 from service.remoting.route_reads import RouteReads
 
 log = logging.getLogger(__name__)
 
 
+# (request, response) pairs exported from 0, so a rule's increase() sees the first of each:
+# every request's success and SYSTEM_ERROR (a refused or failed request), and the answers
+# particular to a few requests
+KNOWN_ANSWERS = frozenset({
+    *((code, answer) for code in HANDLERS for answer in (codes.SUCCESS, codes.SYSTEM_ERROR)),
+    (codes.GET_ROUTEINFO_BY_TOPIC, codes.TOPIC_NOT_EXIST),
+    (codes.GET_KV_CONFIG, codes.QUERY_NOT_FOUND),
+    (codes.GET_KVLIST_BY_NAMESPACE, codes.QUERY_NOT_FOUND),
+    (codes.UPDATE_NAMESRV_CONFIG, codes.NO_PERMISSION),
+})
+
+
 class RequestCounts(Collector):
-    """``rmq_remoting_requests_total{code,response}``, from the server's plain counts: a
+    """``rmq_remoting_requests_total{code,response,response_name}``, from the server's plain counts: a
     labelled Prometheus counter costs a lock and a label lookup per request. Also the
     connections: open now, refused, and closed by the server by reason; and registration
     bodies read as a change to their broker's previous one."""
@@ -59,10 +71,12 @@ class RequestCounts(Collector):
         self.server = server
 
     def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily("rmq_remoting_requests", "RocketMQ remoting requests by request and response code",
-                                     labels=["code", "response"])
-        for (code, response), n in sorted(self.server.counts.items()):
-            family.add_metric([codes.NAMES.get(code, str(code)), str(response)], n)
+        family = CounterMetricFamily("rmq_remoting_requests", "RocketMQ remoting requests by request and response code "
+                                     "(response_name: the response code's name)", labels=["code", "response", "response_name"])
+        counts = self.server.counts
+        for code, response in sorted({*KNOWN_ANSWERS, *counts}):
+            family.add_metric([codes.NAMES.get(code, str(code)), str(response),
+                               codes.RESPONSE_NAMES.get(response, str(response))], counts.get((code, response), 0))
         yield family
         yield GaugeMetricFamily("rmq_remoting_connections", "RocketMQ remoting connections open now",
                                 value=len(self.server.open))
