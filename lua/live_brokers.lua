@@ -8,7 +8,8 @@
 -- Returns {version, now, rows, next cursor group {cluster, brokerName} or false}, now in ms
 --   of Redis time
 --   rows: {{brokerAddr, cluster, brokerName, brokerId, haServerAddr, lastUpdateTimestamp,
---           heartbeatTimeoutMillis, dataVersion, deadline}, ...}
+--           heartbeatTimeoutMillis, dataVersion, deadline, enableActingMaster, zoneName}, ...}
+--   (the last two the group's, '' when not set)
 --   by cluster, brokerName, brokerId; the live fields are false (nil) once the live row
 --   has gone by its TTL, deadline is false when the address has no expiry entry.
 local after = ARGV[1] ~= '' and cjson.decode(ARGV[1]) or nil
@@ -35,6 +36,7 @@ for _, cluster in ipairs(clusters) do
         end
         groups = groups + 1
         last_cluster, last_name = cluster, name
+        local group = redis.call('HMGET', K.broker(name), 'enableActingMaster', 'zoneName')
         local flat = redis.call('HGETALL', K.addrs(name))
         local members = {}
         for i = 1, #flat, 2 do
@@ -48,7 +50,7 @@ for _, cluster in ipairs(clusters) do
             'heartbeatTimeoutMillis', 'dataVersion')
           local deadline = redis.call('ZSCORE', K.expiry(), addr)
           rows[#rows + 1] = {addr, row[1] or cluster, row[2] or name, row[3] or m[2],
-            live[1], live[2], live[3], live[4], deadline}
+            live[1], live[2], live[3], live[4], deadline, group[1] or '', group[2] or ''}
         end
       end
     end

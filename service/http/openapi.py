@@ -74,7 +74,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "haServerAddr": {"type": ["string", "null"]}, "lastUpdateTimestamp": {"type": ["integer", "null"]},
         "heartbeatTimeoutMillis": {"type": ["integer", "null"]}, "ageMs": {"type": ["integer", "null"]},
         "alive": {"type": "boolean"}, "deadline": {"type": ["integer", "null"]},
-        "dataVersion": {"oneOf": [{"$ref": REF.format(model="DataVersion")}, {"type": "null"}]}}},
+        "dataVersion": {"oneOf": [{"$ref": REF.format(model="DataVersion")}, {"type": "null"}]},
+        "enableActingMaster": {"type": "boolean"}, "zoneName": {"type": ["string", "null"]}}},
     "LiveBrokers": {"type": "object", "properties": {
         "now": _INT, "brokers": {"type": "array", "items": {"$ref": REF.format(model="LiveBroker")}},
         "nextCursor": {"type": ["string", "null"]}}},

@@ -180,7 +180,7 @@ async def live_brokers(app: web.Application, cursor: str = "", limit: int = LIVE
     version, now, rows, next_group = await run_script(app, LIVE_SCRIPT, [cursor, limit])
     now = int(_s(now))
     brokers = []
-    for addr, cluster, name, broker_id, ha, last, timeout, data_version, deadline in rows:
+    for addr, cluster, name, broker_id, ha, last, timeout, data_version, deadline, acting, zone in rows:
         last_ms, timeout_ms, deadline_ms = _opt_int(last), _opt_int(timeout), _opt_int(deadline)
         alive = last_ms is not None
         dv: Any = None
@@ -201,6 +201,8 @@ async def live_brokers(app: web.Application, cursor: str = "", limit: int = LIVE
             "alive": alive,
             "deadline": deadline_ms,
             "dataVersion": dv,
+            "enableActingMaster": _s(acting) == "1",  # the group's (RocketMQ 5)
+            "zoneName": _s(zone) or None,
         })
     next_cursor = orjson.dumps([_s(next_group[0]), _s(next_group[1])]).decode() if next_group else None
     return {"version": int(_s(version)), "now": now, "brokers": brokers, "nextCursor": next_cursor}

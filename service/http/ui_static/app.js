@@ -670,6 +670,9 @@
       items.push(...row("Cluster", b.cluster), ...row("Broker group", b.brokerName),
         ...row("Broker ID", b.brokerId + (b.brokerId === 0 ? " (master)" : " (slave)")),
         ...row("HA address", b.haServerAddr || "—"),
+        ...row("Acting master", h("span", { "data-field": "actingMaster" }, b.enableActingMaster
+          ? "enabled: with no master, the smallest-id slave serves reads (RocketMQ 5)" : "not enabled")),
+        ...row("Zone", b.zoneName || "—"),
         ...row("Heartbeat", h("span", { "data-field": "heartbeat", "data-state": l.kind }, l.label +
           (l.kind === "late" ? " (late)" : ""))),
         ...row("Heartbeat timeout", b.heartbeatTimeoutMillis ? seconds(b.heartbeatTimeoutMillis) +
