@@ -6,17 +6,21 @@
 #   docker build --target analytics -t rmq-registry-analytics:0.1.0 .          # + Java + Spark
 #
 # Targets:
-#   builder            builds the project wheel and every dependency wheel (needs PyPI)
+#   builder            downloads the locked packages, builds the project wheel (needs PyPI)
+#   analytics-builder  downloads the analytics lock's packages too
+#   base               python slim + the locked packages and the project wheel; no
+#                      compiler, no sources, no pip cache
+#   analytics          base + OpenJDK 17 JRE + the analytics lock (pyspark 3.5, pyarrow,
+#                      pandas, matplotlib), for the CronJob in k8s/analytics-cronjob.yaml
 #   runtime (default)  base + the registry's USER/EXPOSE/HEALTHCHECK/ENTRYPOINT
-#   base               python slim + the wheels only; no compiler, no sources, no pip cache
-#   analytics          base + OpenJDK 17 JRE + pyspark 3.5 (the `analytics` extra)
-#                      + spark-redis, for the CronJob in k8s/analytics-cronjob.yaml
+#
+# Every Python package comes from the lock (requirements/, written by scripts/lock), each
+# file checked against the sha256 the lock gives for it; the project wheel goes in with
+# --no-deps. The base image is named by tag, not by digest: docs/deploy.md, "Images".
 #
 # Configuration is by environment only (REDIS_URL, RMQ_*: see service/config.py and
 # docs/deploy.md). The container runs as uid/gid 10001 and writes nothing but /tmp,
 # so it runs with a read-only root filesystem.
-
-ARG SPARK_REDIS_JAR=spark-redis_2.12-3.1.0-jar-with-dependencies.jar
 
 # --------------------------------------------------------------------------- builder
 FROM python:3.11.13-slim-bookworm AS builder
@@ -24,17 +28,24 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
+COPY requirements/ requirements/
+# pip and the build backend at the lock's versions; /wheels: the files of the runtime
+# lock as PyPI has them, each checked against its hash, so that the base stage installs
+# them with --no-index (no network, no build tools) and checks them again.
+RUN pip install --require-hashes -r requirements/build.txt \
+ && pip download --no-deps --require-hashes --dest /wheels -r requirements/base.txt
 COPY pyproject.toml README.md ./
 COPY service/ service/
 COPY lua/ lua/
-# /dist: the project wheel alone; /wheels: it and every runtime dependency as wheels,
-# so the runtime stage installs with --no-index (no network, no build tools).
-RUN pip wheel --no-deps --wheel-dir /dist . \
- && pip wheel --wheel-dir /wheels /dist/*.whl
+# /dist: the project wheel alone, built by the locked backend
+RUN pip wheel --no-deps --no-build-isolation --wheel-dir /dist .
 
 # ----------------------------------------------------------------- analytics-builder
+# pyspark is published as a source archive only: it is downloaded as such (the lock has
+# its hash) with the build backend's files, so that the analytics stage builds it offline.
 FROM builder AS analytics-builder
-RUN pip wheel --wheel-dir /wheels "$(ls /dist/*.whl)[analytics]"
+RUN pip download --no-deps --require-hashes --dest /wheels-analytics \
+      -r requirements/analytics.txt -r requirements/build.txt
 
 # ------------------------------------------------------------------------------ base
 # What both images share: the user, the environment, the installed wheels.
@@ -52,34 +63,36 @@ RUN groupadd --system --gid 10001 rmq \
       --home-dir /nonexistent --shell /usr/sbin/nologin rmq
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     --mount=type=bind,from=builder,source=/dist,target=/dist \
-    pip install --no-index --find-links=/wheels /dist/*.whl
+    --mount=type=bind,from=builder,source=/src/requirements,target=/requirements \
+    pip install --no-index --find-links=/wheels --require-hashes -r /requirements/base.txt \
+ && pip install --no-index --find-links=/wheels --no-deps /dist/*.whl
 WORKDIR /tmp
 
 # ------------------------------------------------------------------------- analytics
 FROM base AS analytics
-ARG SPARK_REDIS_JAR
 USER 0:0
-# Debian's JRE follows bookworm's security updates; its version is left to the
-# (pinned) base image's package lists rather than pinned here.
+# Debian's JRE follows bookworm's security updates; its version is left to the package
+# lists of the day rather than pinned here. Slim images delete /usr/share/man/man1, where
+# the JRE's postinst links java.1.gz: without it the package fails to configure.
 # hadolint ignore=DL3008
-RUN apt-get update \
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
  && rm -rf /var/lib/apt/lists/*
-RUN --mount=type=bind,from=analytics-builder,source=/wheels,target=/wheels \
-    --mount=type=bind,from=builder,source=/dist,target=/dist \
-    pip install --no-index --find-links=/wheels "$(ls /dist/*.whl)[analytics]"
-# spark-redis: baked in when the build context has jars/$SPARK_REDIS_JAR (download it
-# beforehand, see docs/deploy.md); otherwise the job resolves it at run time with
-# spark-submit --packages $SPARK_REDIS_PACKAGE (needs Maven Central from the pod).
+# The base packages are in already (the same pins); pyspark builds from its source
+# archive with the locked setuptools, both from /wheels.
+RUN --mount=type=bind,from=analytics-builder,source=/wheels-analytics,target=/wheels \
+    --mount=type=bind,from=builder,source=/src/requirements,target=/requirements \
+    pip install --no-index --find-links=/wheels --require-hashes -r /requirements/analytics.txt
+# Spark's own jars (inside pyspark) are all the jobs need: they read Redis through the
+# registry's indexes with redis-py, no Spark data source.
 # /opt/rmq/analytics_driver.py is the spark-submit application: it runs
 # `rmq-registry analytics ARGS...` inside the driver spark-submit started.
 # /opt/rmq/entrypoint.sh runs `rmq-registry ARGS...`, or a Spark executor when the
 # first argument is `executor` (Spark on Kubernetes starts executor pods that way).
 # (the single quotes below are printf data: nothing is meant to expand at build time)
 # hadolint ignore=SC2016
-RUN --mount=type=bind,source=.,target=/ctx \
-    mkdir -p /opt/rmq/jars \
- && if [ -f "/ctx/jars/${SPARK_REDIS_JAR}" ]; then cp "/ctx/jars/${SPARK_REDIS_JAR}" /opt/rmq/jars/; fi \
+RUN mkdir -p /opt/rmq \
  && printf '%s\n' \
       'import sys' \
       'from service.cli import main' \
@@ -93,7 +106,7 @@ RUN --mount=type=bind,source=.,target=/ctx \
       'SPARK_HOME="${SPARK_HOME:-$(python3 -c "import os, pyspark; print(os.path.dirname(pyspark.__file__))")}"' \
       'readarray -t java_opts < <(env | grep "^SPARK_JAVA_OPT_" | sort -t_ -k4 -n | sed "s/[^=]*=//")' \
       'exec java "${java_opts[@]}" -Xms"$SPARK_EXECUTOR_MEMORY" -Xmx"$SPARK_EXECUTOR_MEMORY" \' \
-      '  -cp "${SPARK_CLASSPATH:-}:$SPARK_HOME/jars/*:/opt/rmq/jars/*" \' \
+      '  -cp "${SPARK_CLASSPATH:-}:$SPARK_HOME/jars/*" \' \
       '  org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \' \
       '  --driver-url "$SPARK_DRIVER_URL" --executor-id "$SPARK_EXECUTOR_ID" \' \
       '  --cores "$SPARK_EXECUTOR_CORES" --app-id "$SPARK_APPLICATION_ID" \' \
@@ -102,9 +115,7 @@ RUN --mount=type=bind,source=.,target=/ctx \
       > /opt/rmq/entrypoint.sh \
  && chmod 0755 /opt/rmq/entrypoint.sh \
  && chmod -R a+rX /opt/rmq
-ENV SPARK_REDIS_JAR=/opt/rmq/jars/${SPARK_REDIS_JAR} \
-    SPARK_REDIS_PACKAGE=com.redislabs:spark-redis_2.12:3.1.0 \
-    PYSPARK_PYTHON=python3 \
+ENV PYSPARK_PYTHON=python3 \
     PYSPARK_DRIVER_PYTHON=python3 \
     HOME=/tmp
 USER 10001:10001

@@ -59,7 +59,8 @@ def parser() -> argparse.ArgumentParser:
                    help="flag brokers whose heartbeat age is at least this fraction of their timeout")
     p.add_argument("--master", default=None,
                    help="Spark master for a new session (default: spark-submit's, else local[*])")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default=os.environ.get("RMQ_LOG_LEVEL") or "INFO",
+                   help="Python log level (default $RMQ_LOG_LEVEL or INFO)")
     p.add_argument("--debug", action="store_true", help="tracebacks and Spark's warnings on errors")
     return p
 

@@ -237,6 +237,14 @@ def test_without_redis_url_the_jobs_refuse_and_say_how_to_point_them(monkeypatch
     assert len(err) == 1 and "REDIS_URL" in err[0] and "--redis-url redis://HOST:PORT/DB" in err[0]
 
 
+def test_the_log_level_is_the_registrys_setting_unless_given(monkeypatch):
+    monkeypatch.setenv("RMQ_LOG_LEVEL", "DEBUG")
+    assert cli.parser().parse_args(["all"]).log_level == "DEBUG"
+    assert cli.parser().parse_args(["all", "--log-level", "ERROR"]).log_level == "ERROR"
+    monkeypatch.delenv("RMQ_LOG_LEVEL")
+    assert cli.parser().parse_args(["all"]).log_level == "INFO"
+
+
 def test_a_wrong_password_is_one_line_naming_host_and_setting_without_the_password(spark, seeded, capsys):
     _, _, url = seeded
     admin = redis.Redis.from_url(url)

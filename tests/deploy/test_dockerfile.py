@@ -1,6 +1,7 @@
 """Static checks of the Dockerfile (no Docker engine here): hadolint, plus the
-project's own rules: pinned slim base, multi-stage, non-root numeric USER, the
-console script as entrypoint, EXPOSE / HEALTHCHECK matching the app."""
+project's own rules: slim base by patch tag, multi-stage, every package from the lock,
+non-root numeric USER, the console script as entrypoint, EXPOSE / HEALTHCHECK matching
+the app."""
 
 from __future__ import annotations
 
@@ -127,12 +128,15 @@ def test_external_bases_pinned_slim_python_no_latest():
     for image in external:
         assert "latest" not in image, image
         assert "$" not in image, f"base image must be literal so it can be audited: {image}"
-        name, _, tag = image.partition("@")[0].rpartition(":")
+        image, _, digest = image.partition("@")
+        assert not digest or re.fullmatch(r"sha256:[0-9a-f]{64}", digest), f"not a digest: {digest}"
+        name, _, tag = image.rpartition(":")
         assert name and tag, f"base image without a tag: {image}"
         assert re.fullmatch(r"\d+\.\d+\.\d+(-[a-z0-9.-]+)?", tag), f"tag not pinned to a patch release: {image}"
-    # the runtime and analytics images rest on one pinned python slim image
+    # the runtime and analytics images rest on one python slim image (docs/deploy.md: by tag,
+    # or by tag and digest)
     for stage in (RUNTIME, ANALYTICS):
-        root = stage_chain(stage)[-1].base
+        root = stage_chain(stage)[-1].base.partition("@")[0]
         assert re.fullmatch(r"python:3\.11\.\d+-slim(-bookworm)?", root), root
 
 
@@ -244,17 +248,53 @@ def test_operation_routes_of_the_contract_exist():
     assert not missing, missing
 
 
-def test_analytics_target_has_java_spark_and_spark_redis():
+def test_analytics_target_has_java_and_spark_from_the_analytics_lock():
     runs = " ".join(i.args for s in stage_chain(ANALYTICS) for i in s.all("RUN"))
     assert "openjdk-17-jre-headless" in runs
     assert "--no-install-recommends" in runs and "rm -rf /var/lib/apt/lists/*" in runs
-    assert "[analytics]" in runs
+    assert "-r /requirements/analytics.txt" in runs
     analytics_extra = pyproject()["project"]["optional-dependencies"]["analytics"]
     assert any(re.match(r"pyspark\s*>=\s*3\.5", d) for d in analytics_extra), analytics_extra
-    env = " ".join(i.args for i in ANALYTICS.all("ENV"))
-    assert "SPARK_REDIS_PACKAGE=com.redislabs:spark-redis_2.12:3.1.0" in env
-    arg = next(i for i in INSTRS if i.cmd == "ARG" and i.args.startswith("SPARK_REDIS_JAR="))
-    assert arg.args.endswith("spark-redis_2.12-3.1.0-jar-with-dependencies.jar")
+    assert re.search(r"^pyspark==3\.5\.\d+ ", (ROOT / "requirements" / "analytics.txt").read_text(), re.M)
+
+
+def test_the_jre_configures_on_a_slim_base():
+    """Slim images delete /usr/share/man/man1; the JRE's postinst links a man page there."""
+    (install,) = [i for i in ANALYTICS.all("RUN") if "openjdk-17-jre-headless" in i.args]
+    steps = [step.strip() for step in install.args.split("&&")]
+    mkdir = steps.index("mkdir -p /usr/share/man/man1")
+    assert mkdir < next(n for n, step in enumerate(steps) if step.startswith("apt-get install"))
+
+
+def test_the_analytics_image_names_no_jar_it_does_not_carry():
+    text = " ".join(i.args for i in INSTRS)
+    assert "spark-redis" not in text and "SPARK_REDIS" not in text and "/opt/rmq/jars" not in text
+    assert "jars" not in DOCKERIGNORE.read_text()
+
+
+# --------------------------------------------------------------------------- the lock
+def pip_installs(stage: Stage) -> list[str]:
+    return [part.strip() for i in stage.all("RUN") for part in i.args.split("&&")
+            if re.search(r"\bpip (install|download|wheel)\b", part)]
+
+
+@pytest.mark.parametrize("stage", [s for s in STAGES if pip_installs(s)], ids=lambda s: s.name)
+def test_every_package_comes_from_a_lock_file_with_hashes_and_the_project_without_deps(stage: Stage):
+    for command in pip_installs(stage):
+        if "-r " in command:
+            assert "--require-hashes" in command, command
+            for path in re.findall(r"-r (\S+)", command):
+                assert (ROOT / "requirements" / Path(path).name).is_file(), f"{path}: no such lock file"
+        else:  # the project alone, its dependencies already in from the lock
+            assert "--no-deps" in command and command.endswith(("/dist/*.whl", " .")), command
+
+
+def test_the_project_wheel_is_built_by_the_locked_backend_offline():
+    builder = next(s for s in STAGES if s.name == "builder")
+    commands = pip_installs(builder)
+    backend = commands.index("pip install --require-hashes -r requirements/build.txt")
+    (wheel,) = [c for c in commands if c.startswith("pip wheel")]
+    assert "--no-build-isolation" in wheel and commands.index(wheel) > backend
 
 
 def test_no_secrets_or_remote_adds():

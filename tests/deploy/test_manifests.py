@@ -22,7 +22,6 @@ VARIANT = K8S / "variants" / "spark-on-k8s"
 K8S_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 NAMESPACE = "rocketmq"
 KUSTOMIZE_FILES = {"kustomization.yaml", "kustomization.yml", "Kustomization"}
-SPARK_REDIS = "com.redislabs:spark-redis_2.12:3.1.0"
 
 
 def load(path: Path) -> list[dict]:

@@ -1,7 +1,8 @@
 """The image's install steps, without Docker: build the project wheel (`pip wheel
---no-deps`, as the Dockerfile's builder stage does), install it into a fresh
-virtualenv with its dependencies (as the runtime stage does), then start the
-console script from that virtualenv, outside the source tree, and probe it."""
+--no-deps`, as the Dockerfile's builder stage does), install the runtime lock
+(requirements/base.txt, hash-checked) and then the wheel with --no-deps into a fresh
+virtualenv (as the base stage does), then start the console script from that
+virtualenv, outside the source tree, and probe it."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def installed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
     if WHEELHOUSE:
         pip += ["--find-links", WHEELHOUSE]
-    _run(pip + [str(wheel)], cwd=work, timeout=900)
+    _run(pip + ["--require-hashes", "-r", str(ROOT / "requirements" / "base.txt")], cwd=work, timeout=900)
+    _run(pip + ["--no-deps", str(wheel)], cwd=work, timeout=900)
     return venv
 
 
