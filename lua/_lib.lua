@@ -438,15 +438,60 @@ local function remove_group(name)
   end
 end
 
+-- NOTIFY_MIN_BROKER_ID_CHANGE (RocketMQ 5's notifyMinBrokerIdChanged): a change of a
+-- group's smallest brokerId is noted here for the caller, which sends the notices to the
+-- brokers (scripts cannot); every script that changes a group's members returns
+-- notices_json() last. `targets`: the addresses to tell.
+local notices = {}
+
+-- The smallest id of a HGETALL of addrs (flat), its address; nil when empty.
+local function min_id(flat)
+  local min, addr = nil, nil
+  for i = 1, #flat, 2 do
+    local id = tonumber(flat[i])
+    if id and (min == nil or id < min) then
+      min, addr = id, flat[i + 1]
+    end
+  end
+  return min, addr
+end
+
+-- `offline`: the address that left (its group's members are all told), or nil when a
+-- new smaller id registered (the others are told), as RouteInfoManager chooses.
+local function note_min_change(name, offline, ha)
+  local flat = redis.call('HGETALL', K.addrs(name))
+  local min, min_addr = min_id(flat)
+  if min == nil then
+    return
+  end
+  local targets = {}
+  for i = 1, #flat, 2 do
+    if offline or #flat == 2 or tonumber(flat[i]) ~= min then
+      targets[#targets + 1] = flat[i + 1]
+    end
+  end
+  notices[#notices + 1] = {brokerName = name, minBrokerId = min, minBrokerAddr = min_addr,
+    offlineBrokerAddr = offline, haBrokerAddr = ha, targets = targets}
+end
+
+local function notices_json()
+  if #notices == 0 then
+    return ''
+  end
+  return cjson.encode(notices)
+end
+
 -- Removes addr from the group by value, not by id: a late removal must not take out a
 -- new member that has since taken the same id. Cascades when the group is left empty.
 local function detach(name, addr)
   local flat = redis.call('HGETALL', K.addrs(name))
-  local removed = false
+  local before_min = min_id(flat)
+  local removed, was_min = false, false
   for i = 1, #flat, 2 do
     if flat[i + 1] == addr then
       redis.call('HDEL', K.addrs(name), flat[i])
       removed = true
+      was_min = was_min or tonumber(flat[i]) == before_min
     end
   end
   if removed then
@@ -457,6 +502,9 @@ local function detach(name, addr)
   elseif removed then
     note_master(name)
     wipe_write_if_acting_masterless(name)
+    if was_min and redis.call('HGET', K.broker(name), 'enableActingMaster') == '1' then
+      note_min_change(name, addr, nil)
+    end
   end
   return removed
 end

@@ -5,7 +5,7 @@
 -- KEYS[1] version counter
 -- ARGV[1] brokerAddr
 -- ARGV[2] channel id of the closed connection
--- Returns {change, removed}
+-- Returns {change, removed, notices} (notices: lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE, '' none)
 local addr = ARGV[1]
 local channel = ARGV[2]
 
@@ -13,4 +13,4 @@ if channel == '' or redis.call('HGET', K.live(addr), 'channel') ~= channel then
   return {redis.call('GET', KEYS[1]) or '0', 0}
 end
 remove_address(addr)
-return {publish_if_changed(), 1}
+return {publish_if_changed(), 1, notices_json()}

@@ -3,7 +3,7 @@
 -- after the scan picked the address wins because the deadline is checked here again.
 -- KEYS[1] version counter
 -- ARGV[1] brokerAddr
--- Returns {change, removed}
+-- Returns {change, removed, notices} (notices: lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE, '' none)
 local addr = ARGV[1]
 
 local deadline = redis.call('ZSCORE', K.expiry(), addr)
@@ -14,4 +14,4 @@ end
 -- The live row may already be gone (key TTL); the identity row outlives it for this.
 remove_address(addr)
 
-return {publish_if_changed(), 1}
+return {publish_if_changed(), 1, notices_json()}

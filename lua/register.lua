@@ -27,7 +27,7 @@
 -- ARGV[19] the static topics' queue mappings of the body, a flat JSON array
 --          [topic, bname, TopicQueueMappingInfo JSON, ...]
 -- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, status, generation,
---   rewritten}: status 'ok' or 'stale'; generation: the group's new topicsGen when its
+--   rewritten, notices}: notices the JSON of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE notices ('' none); status 'ok' or 'stale'; generation: the group's new topicsGen when its
 --   fingerprints are now exactly what the caller can tell ('' otherwise): in mode 'full' the
 --   configs sent, in mode 'diff' the copy with the entries written (all of them when
 --   rewritten is 1, new topics only when 0) and, rewritten with ARGV[9], without the absent
@@ -135,6 +135,7 @@ end
 
 -- "the same IP:PORT must only have one record": a promoted slave drops its old id
 local flat = redis.call('HGETALL', K.addrs(name))
+local prev_min = min_id(flat)
 for i = 1, #flat, 2 do
   if flat[i + 1] == addr and flat[i] ~= id then
     redis.call('HDEL', K.addrs(name), flat[i])
@@ -148,6 +149,9 @@ if old_addr ~= addr then
   touch_group(name)
 end
 note_master(name)
+if prev_min ~= nil and tonumber(id) < prev_min then
+  note_min_change(name, nil, ha_addr)  -- a smaller id than any before joined
+end
 if not old_addr then
   register_first = true
 elseif old_addr ~= addr then
@@ -295,4 +299,5 @@ end
 -- 6. the answer
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
 local change = publish_if_changed()
-return {change, changed and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', generation, rewrite and 1 or 0}
+return {change, changed and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', generation, rewrite and 1 or 0,
+  notices_json()}

@@ -4,7 +4,7 @@
 -- ARGV[2] brokerAddr
 -- ARGV[3] brokerName
 -- ARGV[4] brokerId (informational: removal is by address, see detach)
--- Returns {change, changed}
+-- Returns {change, changed, notices} (notices: lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE, '' none)
 local addr = ARGV[2]
 local name = ARGV[3]
 
@@ -16,4 +16,4 @@ if not owner or owner == name then
 end
 detach(name, addr)
 
-return {publish_if_changed(), changed and 1 or 0}
+return {publish_if_changed(), changed and 1 or 0, notices_json()}

@@ -46,6 +46,7 @@ class Settings:
     order_message_enable: bool = False
     delete_topic_with_broker_registration: bool = False
     support_acting_master: bool = False
+    notify_min_broker_id_changed: bool = False
     max_queue_nums: int = 1024
     max_topics_per_registration: int = 100_000
     version_poll_ms: int = 500
@@ -105,6 +106,7 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_ORDER_MESSAGE_ENABLE": ("order_message_enable", _bool),
     "RMQ_DELETE_TOPIC_WITH_BROKER_REGISTRATION": ("delete_topic_with_broker_registration", _bool),
     "RMQ_SUPPORT_ACTING_MASTER": ("support_acting_master", _bool),
+    "RMQ_NOTIFY_MIN_BROKER_ID_CHANGED": ("notify_min_broker_id_changed", _bool),
     "RMQ_MAX_QUEUE_NUMS": ("max_queue_nums", int),
     "RMQ_MAX_TOPICS_PER_REGISTRATION": ("max_topics_per_registration", int),
     "RMQ_VERSION_POLL_MS": ("version_poll_ms", int),

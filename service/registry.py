@@ -51,6 +51,10 @@ def _broker_data(row: list[Any]) -> dict[str, Any]:
     return data
 
 
+# where a script that changes a group's members returns its notices (JSON, '' for none)
+NOTICES_AT = {"register": 9, "unregister": 2, "channel_closed": 2, "destroy": 2}
+
+
 @dataclass(frozen=True)
 class Route:
     """A topic's route as one version of the tables saw it, encoded by route.lua."""
@@ -79,12 +83,18 @@ class Registry:
         # copy found out of date), 'staged' (a new group's, in slices), 'full' (for /metrics)
         self.register_paths: Counter[str] = Counter()
         self.route_reads: SharedReads[Route] = SharedReads()
+        # told the NOTIFY_MIN_BROKER_ID_CHANGE notices of the scripts that change a group's
+        # members (lua/_lib.lua note_min_change), when set (RMQ_NOTIFY_MIN_BROKER_ID_CHANGED)
+        self.on_notices: Callable[[list[dict[str, Any]]], None] | None = None
 
     async def _change(self, script: str, args: Sequence[str | int | bytes]) -> list[Any]:
         result = await self.store.run(script, args)
         self.operations[script] += 1
         if self.on_change is not None:
             self.on_change(result[0])
+        at = NOTICES_AT.get(script)
+        if at is not None and len(result) > at and result[at] and self.on_notices is not None:
+            self.on_notices(orjson.loads(result[at]))
         return result
 
     # ------------------------------------------------------------------ broker-facing

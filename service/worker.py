@@ -27,6 +27,7 @@ from service.http.app import create_app as create_http_app
 from service.http.connections import HeaderDeadlineRunner
 from service.http.context import NODE
 from service.node import Node
+from service.remoting.notify import MinBrokerIdNotifier
 from service.remoting.requests import Context
 from service.remoting.server import RemotingServer, RequestCounts
 from service.store import Store
@@ -75,16 +76,21 @@ def install_remoting(app: web.Application, host: str, port: int) -> None:
     server = RemotingServer(Context(node), host, port)
     node.prometheus.register(RequestCounts(server))
     app[REMOTING] = server
+    notifier = MinBrokerIdNotifier() if node.settings.notify_min_broker_id_changed else None
 
     async def remoting(app: web.Application) -> AsyncIterator[None]:
         try:
             await server.start()
         except OSError as exc:
             raise listen_error("RMQ_REMOTING_PORT", host, port, exc) from None
+        node.registry.on_notices = notifier
         try:
             yield
         finally:
+            node.registry.on_notices = None
             await server.stop()
+            if notifier is not None:
+                await notifier.close()
 
     app.cleanup_ctx.append(remoting)
 

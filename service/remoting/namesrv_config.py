@@ -7,7 +7,7 @@ Java's keys (NamesrvConfig and NettyServerConfig, 4.9.8 and 5.x) that apply:
 ``listenPort``, ``orderMessageEnable``, ``deleteTopicWithBrokerRegistration``,
 ``scanNotActiveBrokerInterval``, ``returnOrderTopicConfigToBroker`` (a registration's
 answer always carries ORDER_TOPIC_CONFIG), ``enableAllTopicList`` and ``enableTopicList``
-(always on), ``supportActingMaster``. Left out because nothing here
+(always on), ``supportActingMaster``, ``notifyMinBrokerIdChanged``. Left out because nothing here
 matches them: ``rocketmqHome``, ``kvConfigPath`` and ``configStorePath`` (no files: the KV
 config lives in Redis, settings come from the environment), ``productEnvName``,
 ``clusterTest``, Netty's thread and buffer sizes.
@@ -47,6 +47,7 @@ def properties(settings: Settings, listen_port: int) -> dict[str, str]:
         "enableAllTopicList": True,
         "enableTopicList": True,
         "supportActingMaster": settings.support_acting_master,
+        "notifyMinBrokerIdChanged": settings.notify_min_broker_id_changed,
     }
     for f in dataclasses.fields(settings):
         value = getattr(settings, f.name)
