@@ -100,35 +100,31 @@ class Tcp(Front):
     def __init__(self, rmq: RemotingClient) -> None:
         self.rmq = rmq
 
-    async def call(self, cmd: Any) -> Any:
-        answer = await self.rmq.call(cmd)
-        return answer
-
     async def register(self, addr: str, broker_id: int, topics: dict[str, dict[str, Any]], *,
                        acting: bool | None = False, zone: str | None = None,
                        mappings: dict[str, dict[str, Any]] | None = None, counter: int = 1) -> None:
         body = broker5.plain_body(topics, mappings, counter=counter)
-        answer = await self.call(broker5.register(body, addr=addr, broker_id=broker_id, acting=acting, zone=zone))
+        answer = await self.rmq.call(broker5.register(body, addr=addr, broker_id=broker_id, acting=acting, zone=zone))
         assert answer.code == codes.SUCCESS, answer.remark
 
     async def unregister(self, addr: str, broker_id: int) -> None:
-        answer = await self.call(request(codes.UNREGISTER_BROKER, {
+        answer = await self.rmq.call(request(codes.UNREGISTER_BROKER, {
             "clusterName": "DefaultCluster", "brokerAddr": addr, "brokerName": "broker-a", "brokerId": str(broker_id)}))
         assert answer.code == codes.SUCCESS, answer.remark
 
     async def delete_topic(self, topic: str) -> None:
-        answer = await self.call(request(codes.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}))
+        answer = await self.rmq.call(request(codes.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}))
         assert answer.code == codes.SUCCESS, answer.remark
 
     async def route(self, topic: str, version: int = 479) -> dict[str, Any] | None:
-        answer = await self.call(request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, version=version))
+        answer = await self.rmq.call(request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, version=version))
         if answer.code == codes.TOPIC_NOT_EXIST:
             return None
         assert answer.code == codes.SUCCESS, answer.remark
         return fastjson.loads(answer.body)
 
     async def cluster_group(self, name: str) -> dict[str, Any]:
-        answer = await self.call(request(codes.GET_BROKER_CLUSTER_INFO))
+        answer = await self.rmq.call(request(codes.GET_BROKER_CLUSTER_INFO))
         return fastjson.loads(answer.body)["brokerAddrTable"][name]
 
 

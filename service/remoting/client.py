@@ -102,15 +102,20 @@ class NameServerClient:
             finally:
                 self._waiting.pop(cmd.opaque, None)
 
-    async def document(self, code: int, ext: dict[str, str] | None = None) -> Any:
-        """The JSON body of a successful answer (either dialect)."""
+    async def document(self, code: int, ext: dict[str, str] | None = None, what: str = "",
+                       absent: int | None = None) -> Any:
+        """The JSON body of a successful answer (either dialect); None when the answer is
+        the code `absent`. `what` names the request in errors (default: its code)."""
+        what = what or f"request code {code}"
         answer = await self.call(code, ext)
+        if absent is not None and answer.code == absent:
+            return None
         if answer.code != codes.SUCCESS:
-            raise ClientError(f"{self.addr}: request code {code} answered {answer.code}: {answer.remark}")
+            raise ClientError(f"{self.addr}: {what} answered {answer.code}: {answer.remark}")
         try:
             return fastjson.loads(answer.body)
         except ValueError as e:
-            raise ClientError(f"{self.addr}: request code {code} answered no JSON: {e}") from None
+            raise ClientError(f"{self.addr}: {what} answered no JSON: {e}") from None
 
     async def cluster_info(self) -> dict[str, Any]:
         return await self.document(codes.GET_BROKER_CLUSTER_INFO)
@@ -120,12 +125,5 @@ class NameServerClient:
 
     async def route(self, topic: str) -> dict[str, Any] | None:
         """The topic's route; None for TOPIC_NOT_EXIST."""
-        answer = await self.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-        if answer.code == codes.TOPIC_NOT_EXIST:
-            return None
-        if answer.code != codes.SUCCESS:
-            raise ClientError(f"{self.addr}: route of {topic!r} answered {answer.code}: {answer.remark}")
-        try:
-            return fastjson.loads(answer.body)
-        except ValueError as e:
-            raise ClientError(f"{self.addr}: route of {topic!r} is no JSON: {e}") from None
+        return await self.document(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, f"route of {topic!r}",
+                                   absent=codes.TOPIC_NOT_EXIST)
