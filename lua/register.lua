@@ -27,7 +27,8 @@
 -- ARGV[19] the static topics' queue mappings of the body, a flat JSON array
 --          [topic, bname, TopicQueueMappingInfo JSON, ...]
 -- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, status, generation,
---   rewritten, notices}: notices the JSON of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE notices ('' none); status 'ok' or 'stale'; generation: the group's new topicsGen when its
+--   rewritten, notices}: notices the JSON of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE
+--   notices ('' for none); status 'ok' or 'stale'; generation: the group's new topicsGen when its
 --   fingerprints are now exactly what the caller can tell ('' otherwise): in mode 'full' the
 --   configs sent, in mode 'diff' the copy with the entries written (all of them when
 --   rewritten is 1, new topics only when 0) and, rewritten with ARGV[9], without the absent
@@ -188,8 +189,8 @@ if acting ~= '' and id ~= '0' then
   end
 end
 
--- 3. topicQueueTable, from the master (or the prime slave) only. A topic's QueueData is written when it is
--- new, or when it differs on a first registration or a new dataVersion; so a QueueData
+-- 3. topicQueueTable, from the master (or the prime slave) only. A topic's QueueData is
+-- written when it is new, or when it differs on a first registration or a new dataVersion; so a QueueData
 -- an operator deleted comes back, and an unchanged one costs a table lookup, not a call.
 local live_key = K.live(addr)
 local version_changed = redis.call('HGET', live_key, 'dataVersion') ~= data_version
@@ -198,7 +199,7 @@ local generation = ''
 if id == '0' or prime then
   -- a staged first registration (register_stage.lua) is published by this one: its pairs
   -- and topics are in place, readers and caches see them from now on
-  local staged = redis.call('HGET', K.broker(name), 'staging')
+  local staged = id == '0' and redis.call('HGET', K.broker(name), 'staging')  -- the stager's master only
   if staged then
     redis.call('HDEL', K.broker(name), 'staging')
     publish_staged(name)
