@@ -32,6 +32,28 @@ SCHEMA_VERSION = 1
 # KV namespace whose entries are attached to routes and returned to brokers.
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
+# The fields of each row-shaped HASH, by key kind (the ``Keys`` method naming the key): the
+# only fields the scripts in lua/ read or write on such a row, and those docs/design.md's
+# schema gives (tests/test_key_schema.py holds both to this).
+FIELDS: dict[str, tuple[str, ...]] = {
+    # BrokerData: the group's cluster and name; as its last registration sent them, whether
+    # it runs with enableActingMaster ('1'/'0') and its zoneName; for the scripts:
+    # queuesIntact ('1': every QueueData its master registered is in place, so an unchanged
+    # re-registration may take the fast path), topicsGen (the generation of broker-topics a
+    # worker's copy may be diffed against; absent: none is), staging (a staged first
+    # registration is under way: readers skip the group)
+    "broker": ("cluster", "brokerName", "enableActingMaster", "zoneName", "queuesIntact", "topicsGen", "staging"),
+    # BrokerLiveInfo, with a key TTL: channel is the id of the remoting connection that
+    # last registered or refreshed it ('' over HTTP), which alone may remove it on close
+    "live": ("brokerAddr", "cluster", "brokerName", "brokerId", "haServerAddr", "lastUpdateTimestamp",
+             "heartbeatTimeoutMillis", "dataVersion", "channel"),
+    # an address's identity, no TTL (for the expiry cascade); bodyDigest: its last full
+    # registration's body, the key of its entry in body-digests
+    "member": ("brokerAddr", "cluster", "brokerName", "brokerId", "bodyDigest"),
+    # QueueData of one (topic, broker name)
+    "queue": ("topic", "brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"),
+}
+
 # The bytes a name keeps as they are; every other byte (``~`` included, which makes the
 # escape reversible) becomes ``~XX``, uppercase hex of its UTF-8 byte. lua/_lib.lua's
 # ``enc`` is the same function: change both together.
@@ -78,12 +100,8 @@ class Keys:
 
     # -- brokerAddrTable
     def broker(self, name: str) -> str:
-        """HASH row: cluster, brokerName; and for the scripts: queuesIntact (every QueueData
-        its master registered is in place), topicsGen (the generation of broker_topics a
-        worker's copy may be diffed against; absent: none is), staging (a staged first
-        registration is under way, lua/register_stage.lua: readers skip the group);
-        enableActingMaster ('1'/'0') and zoneName as its last registration sent them
-        (BrokerData's, RocketMQ 5). A group with no cluster field is not registered yet."""
+        """HASH row, fields ``FIELDS["broker"]``. A group with no cluster field is not
+        registered yet."""
         return f"{self.tag}:broker:{encode_name(name)}"
 
     def addrs(self, name: str) -> str:
@@ -109,6 +127,13 @@ class Keys:
         return f"{self.tag}:topic-index"
 
     @property
+    def staged_topics(self) -> str:
+        """SET of the topics only a staging group serves (lua/register_stage.lua): in the
+        topic set and index already, but no reader lists them until the group's
+        registration is published."""
+        return f"{self.tag}:staged-topics"
+
+    @property
     def stagings(self) -> str:
         """HASH of the broker names whose first registration is being staged
         (lua/register_stage.lua) -> how many topics their slices added to ``staged-topics``:
@@ -121,7 +146,7 @@ class Keys:
         return f"{self.tag}:topic:{encode_name(topic)}"
 
     def queue(self, topic: str, name: str) -> str:
-        """HASH row: topic, brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag."""
+        """HASH row, fields ``FIELDS["queue"]``."""
         return f"{self.tag}:queue:{encode_name(topic)}:{encode_name(name)}"
 
     # -- topicQueueMappingInfoTable (RocketMQ 5's static topics)
@@ -137,7 +162,7 @@ class Keys:
 
     # -- brokerLiveTable
     def live(self, addr: str) -> str:
-        """HASH row with a key TTL equal to the broker's timeout."""
+        """HASH row, fields ``FIELDS["live"]``, with a key TTL equal to the broker's timeout."""
         return f"{self.tag}:live:{addr}"
 
     @property
@@ -146,7 +171,7 @@ class Keys:
         return f"{self.tag}:expiry"
 
     def member(self, addr: str) -> str:
-        """HASH row, no TTL: brokerAddr, cluster, brokerName, brokerId (for the expiry cascade)."""
+        """HASH row, fields ``FIELDS["member"]``, no TTL (for the expiry cascade)."""
         return f"{self.tag}:member:{addr}"
 
     # -- filterServerTable
