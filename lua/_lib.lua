@@ -210,9 +210,10 @@ local function unstage_topics(topics)
   end
 end
 
--- Whether a group is under a staged first registration (its row holds 'staging'), read
--- once per group and script: a page of topics names the same few hundred groups again and
--- again.
+-- Whether a group is under a staged first registration (its row holds 'staging'): then
+-- no reader sees it yet, and every script that reads or adds QueueData for readers skips
+-- it (the one place that rule is written). Read once per group and script: a page of
+-- topics names the same few hundred groups again and again.
 local staging_of = {}
 local function staging_group(name)
   local staging = staging_of[name]

@@ -11,7 +11,9 @@ local topic = ARGV[1]
 local n = tonumber(ARGV[2])
 
 for i = 0, n - 1 do
-  if not redis.call('HGET', K.broker(ARGV[3 + i * 5]), 'cluster') then  -- unknown, or only staged
+  local name = ARGV[3 + i * 5]
+  -- unknown, or not there yet for readers (a staged first registration)
+  if not redis.call('HGET', K.broker(name), 'cluster') or staging_group(name) then
     return {publish_if_changed(), 0}
   end
 end

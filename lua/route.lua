@@ -23,9 +23,8 @@ table.sort(names)
 local queues, brokers, filters, named = {}, {}, {}, {}
 for _, name in ipairs(names) do
   local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
-  -- a group under a staged first registration is not there yet (lua/register_stage.lua)
-  local group = q[1] and redis.call('HMGET', K.broker(name), 'cluster', 'staging', 'enableActingMaster', 'zoneName')
-  if q[1] and not group[2] then
+  if q[1] and not staging_group(name) then
+    local group = redis.call('HMGET', K.broker(name), 'cluster', 'enableActingMaster', 'zoneName')
     named[#named + 1] = name
     -- the counts are written only by the scripts, from validated integers
     queues[#queues + 1] = '{"brokerName":' .. str(name) .. ',"readQueueNums":' .. q[1] .. ',"writeQueueNums":'
@@ -38,7 +37,7 @@ for _, name in ipairs(names) do
         ids[#ids + 1] = {tonumber(flat[i]), flat[i], flat[i + 1]}
       end
       table.sort(ids, function(a, b) return a[1] < b[1] end)
-      if support_acting and group[3] == '1' and #ids > 0 and ids[1][1] ~= 0
+      if support_acting and group[2] == '1' and #ids > 0 and ids[1][1] ~= 0
           and math.floor(tonumber(q[3]) / 2) % 2 == 0 then
         ids[1] = {0, '0', ids[1][3]}  -- the acting master
       end
@@ -56,8 +55,8 @@ for _, name in ipairs(names) do
       end
       brokers[#brokers + 1] = '{"cluster":' .. str(cluster) .. ',"brokerName":' .. str(name)
         .. ',"brokerAddrs":{' .. table.concat(addrs, ',') .. '}'
-        .. (group[3] == '1' and ',"enableActingMaster":true' or '')
-        .. (group[4] and ',"zoneName":' .. str(group[4]) or '') .. '}'
+        .. (group[2] == '1' and ',"enableActingMaster":true' or '')
+        .. (group[3] and ',"zoneName":' .. str(group[3]) or '') .. '}'
     end
   end
 end
