@@ -557,4 +557,17 @@ local function registration_answer(name, id)
   return master_found, master_addr, master_ha, redis.call('HGETALL', K.kv(ORDER_TOPIC_CONFIG))
 end
 
+-- Every script that may change the tables runs inside finish (service/store.py wraps its
+-- body), so its change is published whatever way the body returns: a body cannot forget.
+-- Such a body returns CHANGE first where its caller reads the change record (or the bare
+-- version when nothing changed).
+local CHANGE = {}
+local function finish(result)
+  local change = publish_if_changed()
+  if type(result) == 'table' and result[1] == CHANGE then
+    result[1] = change
+  end
+  return result
+end
+
 -- ---------------------------------------------------------------- script body follows

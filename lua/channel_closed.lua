@@ -13,4 +13,4 @@ if channel == '' or redis.call('HGET', K.live(addr), 'channel') ~= channel then
   return {redis.call('GET', KEYS[1]) or '0', 0}
 end
 remove_address(addr)
-return {publish_if_changed(), 1, notices_json()}
+return {CHANGE, 1, notices_json()}

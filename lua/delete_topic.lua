@@ -24,4 +24,4 @@ for _, bname in ipairs(redis.call('HKEYS', K.mapping(topic))) do
   end
 end
 
-return {publish_if_changed(), removed}
+return {CHANGE, removed}

@@ -14,4 +14,4 @@ end
 -- The live row may already be gone (key TTL); the identity row outlives it for this.
 remove_address(addr)
 
-return {publish_if_changed(), 1, notices_json()}
+return {CHANGE, 1, notices_json()}

@@ -11,4 +11,4 @@ if redis.call('HDEL', K.kv(namespace), key) == 1 then
     touch_topic(key)  -- the topic's orderTopicConf
   end
 end
-return {publish_if_changed()}
+return {CHANGE}

@@ -14,4 +14,4 @@ if redis.call('HGET', K.kv(namespace), key) ~= value then
     touch_topic(key)  -- the topic's orderTopicConf
   end
 end
-return {publish_if_changed()}
+return {CHANGE}

@@ -299,6 +299,5 @@ end
 
 -- 6. the answer
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
-local change = publish_if_changed()
-return {change, changed and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', generation, rewrite and 1 or 0,
+return {CHANGE, changed and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', generation, rewrite and 1 or 0,
   notices_json()}

@@ -23,20 +23,20 @@ if generation == '' then
   -- a visible group is staged only while it has no QueueData (its slave registered first):
   -- readers skipping it then see what they saw before, a group without queues
   if row[1] and not row[2] and redis.call('EXISTS', K.broker_topics(name)) == 1 then
-    return {publish_if_changed(), 'published'}
+    return {CHANGE, 'published'}
   end
   local left = redis.call('HKEYS', K.broker_topics(name))
   if #left > 0 then
     local slice = {unpack(left, 1, math.min(#left, CLEAN))}
     drop_queues(name, slice)
-    return {publish_if_changed(), 'cleaning', #left - #slice}
+    return {CHANGE, 'cleaning', #left - #slice}
   end
   generation = tostring(redis.call('INCR', K.topics_gen()))
   redis.call('HSET', K.broker(name), 'staging', generation, 'topicsGen', generation)
   -- register.lua publishes in O(1) when this is the only staging and its count is right
   redis.call('HSET', K.stagings(), name, 0)
 elseif row[2] ~= generation or row[3] ~= generation then
-  return {publish_if_changed(), 'stale'}
+  return {CHANGE, 'stale'}
 end
 
 local flat = cjson.decode(ARGV[3])
@@ -47,4 +47,4 @@ end
 local before = redis.call('SCARD', K.staged_topics())
 put_queues(name, entries, {}, true)
 redis.call('HINCRBY', K.stagings(), name, redis.call('SCARD', K.staged_topics()) - before)
-return {publish_if_changed(), 'staged', generation}
+return {CHANGE, 'staged', generation}

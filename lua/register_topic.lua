@@ -14,7 +14,7 @@ for i = 0, n - 1 do
   local name = ARGV[3 + i * 5]
   -- unknown, or not there yet for readers (a staged first registration)
   if not redis.call('HGET', K.broker(name), 'cluster') or staging_group(name) then
-    return {publish_if_changed(), 0}
+    return {CHANGE, 0}
   end
 end
 
@@ -23,4 +23,4 @@ for i = 0, n - 1 do
   put_queue(topic, ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
 end
 
-return {publish_if_changed(), 1}
+return {CHANGE, 1}

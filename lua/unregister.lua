@@ -16,4 +16,4 @@ if not owner or owner == name then
 end
 detach(name, addr)
 
-return {publish_if_changed(), changed and 1 or 0, notices_json()}
+return {CHANGE, changed and 1 or 0, notices_json()}

@@ -4,4 +4,4 @@
 -- ARGV[2] 'wipe' (perm & ~WRITE) or 'add' (perm = READ|WRITE)
 -- Returns {change, topics touched}
 local count = set_write_perm(ARGV[1], ARGV[2] == 'wipe')
-return {publish_if_changed(), count}
+return {CHANGE, count}

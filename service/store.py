@@ -163,10 +163,22 @@ def _lua_dir() -> Any:
         return Path(__file__).resolve().parent.parent / "lua"
 
 
+# What a change script's body runs in: lua/_lib.lua's finish publishes its change however
+# the body returns (a read script's body runs bare: it changes nothing).
+CHANGE_BODY_HEAD = "local function script_body()\n"
+CHANGE_BODY_TAIL = "\nend\nreturn finish(script_body())\n"
+
+
 def load_sources() -> dict[str, str]:
     base = _lua_dir()
     prelude = (base / "_lib.lua").read_text(encoding="utf-8")
-    return {name: prelude + (base / f"{name}.lua").read_text(encoding="utf-8") for name in SCRIPTS}
+    sources = {}
+    for name in SCRIPTS:
+        body = (base / f"{name}.lua").read_text(encoding="utf-8")
+        if name not in READ_SCRIPTS:
+            body = CHANGE_BODY_HEAD + body + CHANGE_BODY_TAIL
+        sources[name] = prelude + body
+    return sources
 
 
 def connect(settings: Settings) -> Redis:

@@ -133,3 +133,28 @@ def test_docs_design_names_every_field_of_a_row(kind: str) -> None:
     assert row is not None
     missing = [f for f in FIELDS[kind] if f"`{f}`" not in row]
     assert missing == [], f"docs/design.md's row for {kind} does not name {missing}"
+
+
+# ---------------------------------------------------------------------- publishing changes
+WRITES = re.compile(r"redis\.call\('(HSET|HDEL|SADD|SREM|DEL|UNLINK|ZADD|ZREM|LPUSH|RPUSH|LTRIM|SET|INCR|PEXPIRE|"
+                    r"PUBLISH|HINCRBY|EXPIRE)'")
+
+
+def test_no_script_publishes_its_change_itself_the_wrapper_does() -> None:
+    callers = [p.name for p in LUA if p.name != "_lib.lua" and "publish_if_changed" in p.read_text()]
+    assert callers == []
+
+
+def test_every_change_script_runs_inside_the_publishing_wrapper() -> None:
+    from service.store import CHANGE_BODY_HEAD, CHANGE_BODY_TAIL, READ_SCRIPTS, load_sources
+
+    for name, source in load_sources().items():
+        wrapped = CHANGE_BODY_HEAD in source and source.endswith(CHANGE_BODY_TAIL)
+        assert wrapped is (name not in READ_SCRIPTS), name
+
+
+def test_read_scripts_write_nothing() -> None:
+    from service.store import READ_SCRIPTS
+
+    writers = {name: WRITES.findall((ROOT / "lua" / f"{name}.lua").read_text()) for name in READ_SCRIPTS}
+    assert {name: found for name, found in writers.items() if found} == {}
