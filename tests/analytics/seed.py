@@ -141,13 +141,15 @@ def redis_now_ms(client: redis.Redis) -> int:
 DATASET = "5eed0000000000000000000000000001"
 
 
-def write_model(client: redis.Redis, model: Model, prefix: str = "rmq", dataset: str = DATASET) -> int:
+def write_model(client: redis.Redis, model: Model, prefix: str = "rmq", dataset: str | None = DATASET) -> int:
     """Write the model; returns the Redis time (ms) the ages are relative to. ``dataset``:
-    the data-set id a worker would have written at its first start (``Keys.dataset``)."""
+    the data-set id a worker would have written at its first start (``Keys.dataset``);
+    None: a store seeded without a worker, which has none."""
     k = Keys(prefix)
     now = redis_now_ms(client)
     p = client.pipeline(transaction=False)
-    p.set(k.dataset, dataset, nx=True)
+    if dataset is not None:
+        p.set(k.dataset, dataset, nx=True)
     for cluster, names in model.clusters.items():
         p.sadd(k.clusters, cluster)
         p.sadd(k.cluster(cluster), *names)
@@ -196,3 +198,4 @@ def remove_member(client: redis.Redis, model: Model, addr: str, prefix: str = "r
     p.execute()
     return Model(dict(model.groups), [m for m in model.members if m.addr != addr],
                  list(model.queues), dict(model.order))
+
