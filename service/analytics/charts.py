@@ -75,7 +75,7 @@ def natural_key(text: str | None) -> tuple[Any, ...]:
     return (0, *[(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p])
 
 
-def far_outliers(values: Sequence[float]) -> float | None:
+def far_outlier_fence(values: Sequence[float]) -> float | None:
     """The fence above which a value is a far outlier (Q3 + 3 IQR, and above 1.5 x the
     median, so that an all-equal fleet with one group a little higher has none)."""
     xs = sorted(values)
@@ -120,7 +120,7 @@ def queue_figure(groups: Sequence[Row], title: str = "", caption: str = "") -> A
     columns = queue_columns(ordered)
     height = max(len(c) for c in columns) or 1
     writes = [float(g["writeQueues"]) for g in ordered]
-    fence = far_outliers(writes)
+    fence = far_outlier_fence(writes)
     outliers = {g["brokerName"] for g in ordered if fence is not None and g["writeQueues"] > fence}
     ordinary = [v for g in ordered if g["brokerName"] not in outliers for v in (g["readQueues"], g["writeQueues"])]
     top = max([*writes, *(float(g["readQueues"]) for g in ordered)], default=0.0)
