@@ -131,7 +131,7 @@ def queue_figure(groups: Sequence[Row], title: str = "", caption: str = "") -> A
     median_w = sorted(writes)[len(writes) // 2] if writes else 0.0
 
     fig, axes = plt.subplots(1, len(columns), sharex=True, squeeze=False, layout="constrained",
-                             figsize=(4.4 * len(columns) + 1.6, ROW_INCHES * height + 2.2))
+                             figsize=(max(8.5, 4.4 * len(columns) + 1.6), ROW_INCHES * height + 2.4))
     for ax, column in zip(axes[0], columns):
         ys = list(range(len(column)))
         bars = [(y, g) for y, (kind, g) in zip(ys, column) if kind == "group"]
@@ -190,7 +190,8 @@ def queue_figure(groups: Sequence[Row], title: str = "", caption: str = "") -> A
     # under the axes (constrained layout puts an upper legend over the title, and a lower one
     # over a caption of its own)
     note = f"{len(ordered)} broker groups in {clusters} clusters, by cluster and name; {scale}"
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8, frameon=False,
+    fig.legend(handles=handles, loc="outside lower center", ncols=2 if len(columns) == 1 else 3, fontsize=8,
+               frameon=False,
                title=f"{note}\n{caption}" if caption else note, title_fontsize=8)
     return fig
 
