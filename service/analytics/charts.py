@@ -253,14 +253,17 @@ def heartbeat_age(brokers: Sequence[Row], path: Path, flag_ratio: float, timed_o
 
 
 # -------------------------------------------------------------------------- trend
-TREND_PANELS: list[tuple[str, list[tuple[str, str, str]]]] = [
-    ("brokers", [("liveBrokers", "live brokers", "tab:blue"), ("members", "registered members", "tab:orange"),
-                 ("brokerGroups", "broker groups", "tab:brown")]),
-    ("topics", [("topics", "topics", "tab:purple")]),
-    ("problems", [("groupsWithoutMaster", "groups without a master", "tab:red"),
-                  ("membersWithoutLiveRow", "members timed out, not yet removed", "tab:pink"),
-                  ("flaggedBrokers", "flagged brokers (heartbeat late)", "tab:olive"),
-                  ("writeWipedTopics", "topics with a wiped write bit", "tab:cyan")]),
+# panel -> (field, label, colour, marker): a marker of its own per series, so that series with
+# the same values (two problem counts of 2) stay told apart where their points coincide
+TREND_PANELS: list[tuple[str, list[tuple[str, str, str, str]]]] = [
+    ("brokers", [("liveBrokers", "live brokers", "tab:blue", "o"),
+                 ("members", "registered members", "tab:orange", "s"),
+                 ("brokerGroups", "broker groups", "tab:brown", "^")]),
+    ("topics", [("topics", "topics", "tab:purple", "o")]),
+    ("problems", [("groupsWithoutMaster", "groups without a master", "tab:red", "o"),
+                  ("membersWithoutLiveRow", "members timed out, not yet removed", "tab:pink", "s"),
+                  ("flaggedBrokers", "flagged brokers (heartbeat late)", "tab:olive", "^"),
+                  ("writeWipedTopics", "topics with a wiped write bit", "tab:cyan", "D")]),
 ]
 
 
@@ -278,11 +281,11 @@ def trend_figure(series: Sequence[Row], title: str = "", caption: str = "") -> A
     fig, axes = plt.subplots(4, 1, figsize=(9.5, 9.0), sharex=True, layout="constrained",
                              gridspec_kw={"height_ratios": [2, 1.4, 1.4, 1.2]})
     for ax, (unit, lines) in zip(axes, TREND_PANELS):
-        for name, label, colour in lines:
+        for name, label, colour, marker in lines:
             pts = [(x, r[name]) for x, r in zip(xs, series) if r.get(name) is not None]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, color=colour,
-                        label=label, clip_on=False)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, markersize=5, color=colour,
+                        fillstyle="none", label=label, clip_on=False)
         ax.set_ylim(bottom=0, top=max(1.0, ax.get_ylim()[1] * 1.05))
         ax.set_ylabel(f"{unit}\n(linear, from 0)", fontsize=8)
         _counts_axis(ax)
@@ -293,9 +296,9 @@ def trend_figure(series: Sequence[Row], title: str = "", caption: str = "") -> A
                      transform=axes[1].transAxes, fontsize=8, color="tab:purple")
     moves = axes[3]
     compared = [(x, r) for x, r in zip(xs, series) if r.get("joinedMembers") is not None]
+    gap = min((b - a for a, b in zip(xs, xs[1:])), default=dt.timedelta(hours=1)) or dt.timedelta(minutes=1)
     if compared:
-        width = 0.6 * (min((b - a for a, b in zip(xs, xs[1:])), default=dt.timedelta(hours=1))
-                       or dt.timedelta(minutes=1))
+        width = 0.6 * gap
         moves.bar([x for x, _ in compared], [r["joinedMembers"] for _, r in compared], width=width,
                   color="tab:green", label="members joined since the previous run")
         moves.bar([x for x, _ in compared], [-(r["departedMembers"] or 0) for _, r in compared], width=width,
@@ -310,7 +313,7 @@ def trend_figure(series: Sequence[Row], title: str = "", caption: str = "") -> A
     if len(xs) == 1 or (xs and xs[0] == xs[-1]):  # one run: its own hour, not an auto range of years
         moves.set_xlim(xs[0] - dt.timedelta(minutes=30), xs[0] + dt.timedelta(minutes=30))
     elif xs:
-        pad = (xs[-1] - xs[0]) * 0.04
+        pad = max((xs[-1] - xs[0]) * 0.04, gap * 0.35)  # the last run's bar whole
         moves.set_xlim(xs[0] - pad, xs[-1] + pad)
     locator = mdates.AutoDateLocator()
     moves.xaxis.set_major_locator(locator)
