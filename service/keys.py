@@ -235,8 +235,10 @@ class Keys:
     @property
     def dataset(self) -> str:
         """STRING: a random id a worker writes once (SET NX) when it first starts on an empty
-        key space. It names this registry's data set, so readers outside the service (the
-        analytics history) can tell two registries on the same prefix apart."""
+        key space (or, on a store written without one, the first analytics run that appends
+        to a history: service/analytics/store_check.py). It names this registry's data set,
+        so readers outside the service (the analytics history) can tell two registries on
+        the same prefix apart."""
         return f"{self.tag}:dataset"
 
     # -- patterns for readers that scan (analytics)

@@ -31,10 +31,12 @@ def table_key(prefix_pattern: str, key: str) -> str:
     return key
 
 
-def connect(params: dict[str, Any]) -> Any:
+def connect(params: dict[str, Any], retry: Any = None) -> Any:
+    """``retry``: redis-py's ``Retry`` (None: redis-py's default, three retries with backoff)."""
     import redis
 
     timeout = int(params.get("timeout") or 2000) / 1000.0
+    extra = {} if retry is None else {"retry": retry}
     return redis.Redis(
         host=params.get("host") or "localhost",
         port=int(params.get("port") or 6379),
@@ -45,6 +47,7 @@ def connect(params: dict[str, Any]) -> Any:
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         decode_responses=True,
+        **extra,
     )
 
 

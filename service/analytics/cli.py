@@ -113,6 +113,14 @@ def one_line(e: BaseException, where: str, setting: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .streams import stderr_apart_from_stdout
+
+    # under spark-submit from the first line on: a usage error too stays off stdout
+    with stderr_apart_from_stdout():
+        return run_main(argv)
+
+
+def run_main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
@@ -126,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from .jobs import READS_REDIS, Context, run, to_json
-    from .session import get_spark
+    from .preflight import preflight
+    from .reader import params_from
+    from .session import get_spark, submitted_conf
     from .source import params_where
+    from .streams import under_spark_submit
 
     try:
         opts = read_options(args)
@@ -151,6 +162,21 @@ def main(argv: list[str] | None = None) -> int:
     elif args.no_history:
         history = None
     where = params_where(opts) if opts else "the Spark conf's spark.redis.host"
+    # the store is checked before Spark starts, whenever its address is known by then: from
+    # the URL, or from spark-submit's conf (its JVM is up; no Spark context is started for it)
+    conf = submitted_conf() if reads_redis and not args.redis_url and under_spark_submit() else None
+    if reads_redis and (args.redis_url or conf is not None):
+        if conf is not None and not conf.contains("spark.redis.host"):
+            print(f"error: {NO_REDIS}", file=sys.stderr)
+            return 2
+        where = params_where(params_from(conf, opts))
+        try:
+            preflight(opts, conf, args.prefix, replica=args.replica, allow_empty=args.allow_empty, history=history)
+        except Exception as e:
+            if args.debug:
+                log.exception("job %s refused before Spark started", args.job)
+            print(f"error: {args.job}: {one_line(e, where, setting)}", file=sys.stderr)
+            return 1
     try:
         spark, owned = get_spark(args.master, debug=args.debug)
     except Exception as e:

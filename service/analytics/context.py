@@ -2,8 +2,9 @@
 small helpers that write them.
 
 ``Context.begin`` opens a run that reads Redis: it asks the server (once) for its
-commandstats, the Redis time, the data set's id and the registry's index, and refuses an
-empty or wrong store before any table is read. ``Context.cost`` is what the run cost
+commandstats, the Redis time, the data set's id (given one when the run appends to the
+history and the store has none) and the registry's index, and refuses an empty or wrong
+store before any table is read (``store_check.py``). ``Context.cost`` is what the run cost
 that Redis. ``now`` is Redis time (``TIME``), the clock the registry's scripts stamp rows
 with, so the driver's clock never matters.
 """
@@ -19,9 +20,10 @@ from typing import Any, Mapping, Sequence
 
 from service.keys import Keys
 
-from .index import Index, list_index
+from .index import Index
 from .reader import choose_reader, connection_params, read_table_rows, redis_client
-from .source import JobError, Source, check_replica, command_cost, commandstats, params_where
+from .source import Source, command_cost, commandstats, params_where
+from .store_check import inspect_store
 
 log = logging.getLogger("service.analytics")
 
@@ -73,24 +75,15 @@ class Context:
         client = self.redis()
         try:
             self._stats = commandstats(client)
-            if self.replica:
-                check_replica(client, self.where)
             sec, usec = client.time()
             if self.now_ms is None:
                 self.now_ms = int(sec) * 1000 + int(usec) // 1000
-            dataset = client.get(self.keys.dataset)
-            self.index = list_index(client, self.keys)
+            dataset, self.index = inspect_store(client, self.keys, self.where, replica=self.replica,
+                                                allow_empty=self.allow_empty, stamp=self.history is not None)
         finally:
             client.close()
         self.source = Source(host=str(params["host"]), port=int(params["port"]), db=int(params["dbNum"] or 0),
                              prefix=self.prefix, dataset=dataset, replica=self.replica)
-        if not self.index.names and not self.allow_empty:
-            raise JobError(f"no broker group under {{{self.prefix}}} in {self.where} (data set "
-                           f"{dataset or 'none'}): an empty or wrong store; check --redis-url / REDIS_URL "
-                           f"and --prefix / RMQ_KEY_PREFIX, or pass --allow-empty")
-        if dataset is None and self.index.names:
-            log.warning("%s has no data-set id at %s (written by registry workers of this version at "
-                        "start): history rows of this run carry data set null", self.where, self.keys.dataset)
         log.info("reading {%s} at %s, data set %s, %d broker names, %d addresses", self.prefix, self.where,
                  dataset, len(self.index.names), len(self.index.addrs))
         return self.source

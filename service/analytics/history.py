@@ -6,7 +6,10 @@ the driver's disk, and a row written there would land in an executor's ``_tempor
 folder. A URI (``s3a://``, ``hdfs://``, any storage every node shares) goes through Spark.
 
 Every row records where it was read from (host, port, db, prefix) and the registry's data
-set id; the trend reports one data set and skips, saying so, the rows of any other.
+set id. One history holds one data set: a run on a store of another id (another registry, or
+this one wiped) is refused before it reads anything (``check_history``), so two stores never
+become one trend. A history written before that rule may hold several; the trend reports
+one data set and skips, saying so, the rows of any other.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any, Mapping
 
 from . import charts
 from .context import Context, chart, iso, rows, write_table
+from .source import JobError
 
 log = logging.getLogger("service.analytics")
 
@@ -116,6 +120,38 @@ def append_history(ctx: Context, snap: Mapping[str, Any] | None, tops: Mapping[s
     return {"path": str(ctx.history), "date": row["date"], "runAtMs": row["runAtMs"], "dataset": row["dataset"]}
 
 
+def datasets_in(history: Path | str, spark: Any | None = None) -> set[str | None] | None:
+    """The data-set ids of the rows in the history (None: it cannot be read without Spark)."""
+    if is_local(history):
+        import pyarrow.dataset as ds
+
+        path = local_path(history)
+        if not path.is_dir():
+            return set()
+        table = ds.dataset(path, format="parquet", partitioning="hive", schema=arrow_schema()).to_table(
+            columns=["dataset"])
+        return set(table.column("dataset").unique().to_pylist())
+    if spark is None:
+        return None
+    try:
+        df = spark.read.schema(history_schema()).parquet(str(history))
+    except Exception as e:  # AnalysisException: PATH_NOT_FOUND, no run appended yet
+        if "PATH_NOT_FOUND" not in str(e) and "does not exist" not in str(e):
+            raise
+        return set()
+    return {r["dataset"] for r in df.select("dataset").distinct().collect()}
+
+
+def check_history(history: Path | str, dataset: str | None, where: str, spark: Any | None = None) -> None:
+    """Refuse a run whose store is not the data set the history already holds."""
+    held = datasets_in(history, spark)
+    others = sorted(str(d) if d is not None else "none (rows without an id)" for d in (held or set())
+                    if d != dataset)
+    if others:
+        raise JobError(f"history {history} holds data set {', '.join(others)}, but {where} is data set "
+                       f"{dataset or 'none'}: one history per data set, so give this store its own --history PATH")
+
+
 def read_history(ctx: Context) -> Any | None:
     """The dataset as a DataFrame (None when nothing was appended yet)."""
     assert ctx.history is not None
@@ -168,6 +204,10 @@ def trend(ctx: Context) -> dict[str, Any]:
         log.warning("history %s: skipped %d rows of other data sets (%s); reporting data set %s",
                     ctx.history, sum(r["rows"] for r in others),
                     ", ".join(str(r["dataset"]) for r in others), dataset)
+    if dataset is None:  # rows of a history written before stores were given an id
+        log.warning("history %s: the rows reported carry no data-set id, so rows of two stores without one "
+                    "cannot be told apart in them; runs appending to a history now give their store an id",
+                    ctx.history)
     hist = hist.where(F.col("dataset").eqNullSafe(F.lit(dataset)))
     empty.update(dataset=dataset, skipped={"rows": sum(r["rows"] for r in others),
                                            "datasets": sorted(str(r["dataset"]) for r in others)})

@@ -14,7 +14,7 @@ import time
 from typing import Any, Mapping
 
 from .context import Context
-from .history import append_history, trend
+from .history import append_history, check_history, trend
 from .snapshot import snapshot
 from .topics import gini, skew, topics
 
@@ -29,8 +29,9 @@ READS_REDIS = frozenset({"snapshot", "topics", "all"})  # history reads only its
 def run(ctx: Context, job: str) -> dict[str, Any]:
     """Run a job by name; snapshot/topics/all append to the history when a path is set.
 
-    A run that fails or is refused (an empty store, a replica that lost its primary)
-    appends nothing: the history row is the run's last step.
+    A run that fails or is refused (an empty store, a replica that lost its primary, a
+    store of another data set than the history's) appends nothing: the history row is the
+    run's last step.
     """
     if job not in JOBS:
         raise ValueError(f"unknown job {job!r}; one of {', '.join(JOBS)}")
@@ -39,6 +40,8 @@ def run(ctx: Context, job: str) -> dict[str, Any]:
         if job == "history":
             result = trend(ctx)
         else:
+            if ctx.history is not None:  # before any table is read: one history per data set
+                check_history(ctx.history, ctx.begin().dataset, ctx.where, ctx.spark)
             snap = snapshot(ctx) if job in ("snapshot", "all") else None
             tops = topics(ctx) if job in ("topics", "all") else None
             appended = append_history(ctx, snap, tops)

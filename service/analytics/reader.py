@@ -102,13 +102,18 @@ def url_to_options(url: str) -> dict[str, str]:
 
 def connection_params(spark: Any, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Connection parameters as spark-redis resolves them: option, else Spark conf, else default."""
-    conf = spark.sparkContext.getConf()
+    return params_from(spark.sparkContext.getConf(), options)
+
+
+def params_from(conf: Any | None, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``connection_params`` from a ``SparkConf`` (or none: before any Spark, options and
+    defaults only)."""
     options = options or {}
     out: dict[str, Any] = {}
     for name, default in CONNECTION_DEFAULTS.items():
         value = options.get(name)
         if value is None:
-            value = conf.get(CONNECTION_CONF[name], default)
+            value = conf.get(CONNECTION_CONF[name], default) if conf is not None else default
         out[name] = value
     return out
 

@@ -5,6 +5,7 @@ system properties, which a ``SparkConf`` only sees once the JVM gateway exists. 
 gateway comes first (``SparkContext._ensure_initialized``: spark-submit's JVM, or one
 pyspark launches), and only then is the conf asked what was set: a master is chosen
 here only when nothing set one, and defaults never replace a value given with ``--conf``.
+A JVM started here gets this process's stderr as its stdout (``streams.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import logging
 import os
 import sys
 from typing import Any
+
+from .streams import jvm_stdout_on_stderr, under_spark_submit
 
 log = logging.getLogger("service.analytics")
 
@@ -39,8 +42,12 @@ def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool
         return active, False
     # spark-submit started the JVM and passes its port; otherwise pyspark launches one here,
     # as a "pyspark-shell", which turns the console progress bar on whatever the terminal
-    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
-    conf = submitted_conf()
+    under_submit = under_spark_submit()
+    if under_submit:
+        conf = submitted_conf()
+    else:
+        with jvm_stdout_on_stderr():  # the JVM pyspark starts here prints nothing on our stdout
+            conf = submitted_conf()
     builder = SparkSession.builder.appName(APP_NAME)
     if master:
         builder = builder.master(master)

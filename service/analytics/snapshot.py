@@ -121,8 +121,7 @@ def snapshot(ctx: Context) -> dict[str, Any]:
             "groups": write_table(ctx, job, "groups", groups),
             "brokers": write_table(ctx, job, "brokers", addrs),
             "heartbeatChart": chart(ctx, charts.heartbeat_age, job, "heartbeat_age", heartbeat,
-                                     flag_ratio=ctx.flag_ratio,
-                                     title=f"Heartbeat age ({iso(now)})",
-                                    caption=ctx.begin().caption()),
+                                    flag_ratio=ctx.flag_ratio, timed_out=unseen,
+                                    title=f"Heartbeat age ({iso(now)})", caption=ctx.begin().caption()),
         }
     return summary

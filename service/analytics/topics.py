@@ -176,7 +176,6 @@ def topics(ctx: Context) -> dict[str, Any]:
             "perCluster": write_table(ctx, job, "per_cluster", per_cluster),
             "perTopic": write_table(ctx, job, "per_topic", per_topic),
             "queueChart": chart(ctx, charts.queue_distribution, job, "queue_distribution", per_group,
-                                 title=f"Queues per broker group ({iso(now)})",
-                                caption=ctx.begin().caption()),
+                                title=f"Queues per broker group ({iso(now)})", caption=ctx.begin().caption()),
         }
     return summary

@@ -141,13 +141,15 @@ def redis_now_ms(client: redis.Redis) -> int:
 DATASET = "5eed0000000000000000000000000001"
 
 
-def write_model(client: redis.Redis, model: Model, prefix: str = "rmq", dataset: str = DATASET) -> int:
+def write_model(client: redis.Redis, model: Model, prefix: str = "rmq", dataset: str | None = DATASET) -> int:
     """Write the model; returns the Redis time (ms) the ages are relative to. ``dataset``:
-    the data-set id a worker would have written at its first start (``Keys.dataset``)."""
+    the data-set id a worker would have written at its first start (``Keys.dataset``);
+    None: a store seeded without a worker, which has none."""
     k = Keys(prefix)
     now = redis_now_ms(client)
     p = client.pipeline(transaction=False)
-    p.set(k.dataset, dataset, nx=True)
+    if dataset is not None:
+        p.set(k.dataset, dataset, nx=True)
     for cluster, names in model.clusters.items():
         p.sadd(k.clusters, cluster)
         p.sadd(k.cluster(cluster), *names)
@@ -196,3 +198,25 @@ def remove_member(client: redis.Redis, model: Model, addr: str, prefix: str = "r
     p.execute()
     return Model(dict(model.groups), [m for m in model.members if m.addr != addr],
                  list(model.queues), dict(model.order))
+
+
+def fleet_model(groups: int = 300, clusters: int = 5, topics_per_group: int = 3, seed: int = 29) -> Model:
+    """A fleet-sized layout for the charts: ``groups`` broker groups of a master and a slave
+    in ``clusters`` clusters, a few topics each, plus the cases a chart must not hide: group
+    ``fleet-7`` a far outlier (40,000 write queues), ``fleet-12`` wiped (write bit cleared on
+    every row), ``fleet-13`` serving nothing, and the slave of ``fleet-3`` timed out."""
+    rng = random.Random(seed)
+    m = Model()
+    for g in range(groups):
+        name, cluster = f"fleet-{g}", f"Fleet{g % clusters}"
+        m.groups[name] = cluster
+        for bid in (0, 1):
+            live = not (g == 3 and bid == 1)
+            m.members.append(Member(f"10.{100 + g // 250}.{g % 250}.{10 + bid}:10911", cluster, name, bid, live=live,
+                                    age_ms=rng.choice([10_000, 50_000, 150_000])))
+        if g == 13:
+            continue
+        for t in range(topics_per_group):
+            queues = 40_000 if g == 7 and t == 0 else rng.choice([8, 16, 16, 24])
+            m.queues.append(Queue(f"T-{g}-{t}", name, queues, queues, 4 if g == 12 else 6))
+    return m

@@ -16,6 +16,7 @@ import redis  # noqa: E402
 from service.analytics import cli  # noqa: E402
 from service.analytics.jobs import Context, gini, run  # noqa: E402
 from service.analytics.reader import url_to_options  # noqa: E402
+from service.keys import Keys  # noqa: E402
 from tests.analytics import expected  # noqa: E402
 from tests.analytics.seed import DATASET, build_model, remove_member, write_model  # noqa: E402
 
@@ -262,20 +263,91 @@ def test_a_wrong_password_is_one_line_naming_host_and_setting_without_the_passwo
         admin.close()
 
 
-def test_history_skips_rows_of_another_data_set_and_says_so(spark, redis_url, tmp_path, caplog):
+def test_a_run_on_another_data_set_than_the_history_s_is_refused_in_one_line_and_appends_nothing(
+        spark, redis_url, tmp_path, capsys):
     history = tmp_path / "history"
+    client = redis.Redis.from_url(redis_url)
+    try:
+        write_model(client, build_model(), dataset="aaaa")
+        run(Context(spark, options=url_to_options(redis_url), history=history), "snapshot")
+        # another registry on the same address and prefix (or this one wiped and restarted)
+        client.flushall()
+        write_model(client, build_model(), dataset="bbbb")
+    finally:
+        client.close()
+    args = ["snapshot", "--redis-url", redis_url, "--history", str(history), "--no-out", "--log-level", "WARNING"]
+    assert cli.main(args) == 1
+    captured = capsys.readouterr()
+    hostport = redis_url.split("//")[1].split("/")[0]
+    assert captured.err.splitlines() == [
+        f"error: snapshot: history {history} holds data set aaaa, but redis {hostport} db 0 is data set bbbb: "
+        "one history per data set, so give this store its own --history PATH"]
+    assert captured.out == ""
+    assert [r["dataset"] for r in pq.read_table(history).to_pylist()] == ["aaaa"]
+    from service.analytics.source import JobError
+
+    with pytest.raises(JobError, match="holds data set aaaa"):  # the same refusal without the command line
+        run(Context(spark, options=url_to_options(redis_url), history=history), "snapshot")
+    assert pq.read_table(history).num_rows == 1
+
+
+def test_a_store_without_a_data_set_id_is_given_one_by_a_run_that_appends_history(spark, redis_url, tmp_path):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        write_model(client, build_model(), dataset=None)
+        assert client.get(Keys().dataset) is None
+        first = run(Context(spark, options=url_to_options(redis_url), history=tmp_path / "h"), "snapshot")
+        stamped = client.get(Keys().dataset)
+        assert stamped is not None and len(stamped) == 32 and int(stamped, 16) >= 0
+        second = run(Context(spark, options=url_to_options(redis_url), history=tmp_path / "h"), "snapshot")
+    finally:
+        client.close()
+    assert first["source"]["dataset"] == second["source"]["dataset"] == stamped
+    assert {r["dataset"] for r in pq.read_table(tmp_path / "h").to_pylist()} == {stamped}
+
+
+def test_a_user_that_may_not_write_the_id_is_refused_in_one_line_unless_no_history(spark, redis_url, tmp_path,
+                                                                                   capsys):
+    from service.analytics.reader import read_only_acl
+
+    admin = redis.Redis.from_url(redis_url)
+    write_model(admin, build_model(), dataset=None)
+    admin.execute_command("ACL", "SETUSER", "analytics", "on", ">ro-pass", *read_only_acl().split())
+    try:
+        url = redis_url.replace("redis://", "redis://analytics:ro-pass@")
+        args = ["snapshot", "--redis-url", url, "--no-out", "--log-level", "WARNING"]
+        assert cli.main([*args, "--history", str(tmp_path / "h")]) == 1
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and "has no data-set id ({rmq}:dataset)" in err[0], err
+        assert "may not write one (this user has no permissions to run the 'set' command)" in err[0]
+        assert "--no-history" in err[0] and "ro-pass" not in err[0]
+        assert not (tmp_path / "h").exists() and admin.get(Keys().dataset) is None
+        assert cli.main([*args, "--no-history"]) == 0
+        assert json.loads(capsys.readouterr().out)["source"]["dataset"] is None
+    finally:
+        admin.execute_command("ACL", "DELUSER", "analytics")
+        admin.close()
+
+
+def test_a_history_written_with_two_data_sets_reports_one_and_says_so(spark, redis_url, tmp_path, caplog):
+    """A history from before one history held one data set: its rows of two stores are
+    reported apart, never as one trend."""
     client = redis.Redis.from_url(redis_url)
     try:
         model = build_model()
         write_model(client, model, dataset="aaaa")
-        run(Context(spark, options=url_to_options(redis_url), history=history), "snapshot")
-        # another registry on the same prefix, one member fewer, appends to the same history
+        run(Context(spark, options=url_to_options(redis_url), history=tmp_path / "a"), "snapshot")
         client.flushall()
         write_model(client, model, dataset="bbbb")
         remove_member(client, model, "10.1.1.12:10911")
-        run(Context(spark, options=url_to_options(redis_url), history=history), "snapshot")
+        run(Context(spark, options=url_to_options(redis_url), history=tmp_path / "b"), "snapshot")
     finally:
         client.close()
+    history = tmp_path / "a"
+    for part in (tmp_path / "b").rglob("*.parquet"):  # one folder with both stores' rows
+        target = history / part.parent.name / part.name
+        target.parent.mkdir(exist_ok=True)
+        part.rename(target)
     report = run(Context(spark, history=history), "history")
     assert report["dataset"] == "bbbb" and report["runs"] == 1
     assert report["skipped"] == {"rows": 1, "datasets": ["aaaa"]}
@@ -332,11 +404,13 @@ def test_the_history_folder_holds_only_the_dataset_after_a_history_run(spark, se
     assert pq.read_table(out / "history").num_rows == 1  # the whole folder reads as one dataset
 
 
-def test_history_with_the_spark_redis_reader_and_no_jar_succeeds(spark, tmp_path, capsys):
+def test_history_with_the_spark_redis_reader_and_no_jar_succeeds(spark, seeded, tmp_path, capsys):
+    _, _, url = seeded
     history = tmp_path / "history"
     assert cli.main(["history", "--history", str(history), "--reader", "spark-redis", "--no-out",
                      "--log-level", "WARNING"]) == 0
     assert json.loads(capsys.readouterr().out)["runs"] == 0
     # a job that reads Redis still refuses the missing jar
-    assert cli.main(["snapshot", "--redis-url", "redis://127.0.0.1:1/0", "--reader", "spark-redis", "--no-out",
+    assert cli.main(["snapshot", "--redis-url", url, "--reader", "spark-redis", "--no-out",
                      "--no-history", "--log-level", "CRITICAL"]) == 1
+    assert "class org.apache.spark.sql.redis.DefaultSource is not on the classpath" in capsys.readouterr().err

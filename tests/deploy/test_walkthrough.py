@@ -51,3 +51,13 @@ def test_a_worker_gives_up_on_redis_before_its_startup_probe_gives_up_on_it() ->
     config = m.one("ConfigMap", "rmq-registry-config")["data"]
     probe = m.pod_template(m.one("Deployment", "rmq-registry"))["spec"]["containers"][0]["startupProbe"]
     assert int(config["RMQ_REDIS_START_TIMEOUT_MS"]) < 1000 * probe["periodSeconds"] * probe["failureThreshold"]
+
+
+def test_the_walkthrough_overlay_gives_the_spark_executors_the_pushed_analytics_image(tmp_path: Path) -> None:
+    variant = next(c for c in COMPONENTS if c.endswith("/spark-on-k8s"))
+    docs = render(overlay(tmp_path, [variant]))
+    cron = m.one("CronJob", "rmq-analytics", docs=docs)
+    container = m.pod_template(cron)["spec"]["containers"][0]
+    assert container["image"] == "registry.example.com/team/rmq-registry-analytics:0.1.0"
+    assert m.env_of(container)["SPARK_EXECUTOR_IMAGE"]["value"] == container["image"]
+    assert '--conf spark.kubernetes.container.image="$SPARK_EXECUTOR_IMAGE"' in container["args"][0]
