@@ -42,6 +42,8 @@ FIELDS: dict[str, list[tuple[str, str]]] = {
     "broker": [
         ("cluster", "string"),
         ("brokerName", "string"),
+        ("enableActingMaster", "string"),  # '1' when the group runs with acting master (RocketMQ 5)
+        ("zoneName", "string"),
     ],
     # {rmq}:queue:<topic, encoded>:<brokerName, encoded>
     "queue": [

@@ -21,7 +21,7 @@ def snapshot(ctx: Context) -> dict[str, Any]:
     job = "snapshot"
     now = ctx.redis_now_ms()
     ctx.stage(job, f"read tables broker, member, live (reader {ctx.reader_used}, Redis time {now})")
-    brokers = ctx.read("broker").select("cluster", "brokerName")
+    brokers = ctx.read("broker").select("cluster", "brokerName", "enableActingMaster", "zoneName")
     members = ctx.read("member").select(
         F.col("key").alias("brokerAddr"), "cluster", "brokerName", "brokerId", F.lit(True).alias("member"))
     live = ctx.read("live").select(
@@ -71,6 +71,9 @@ def snapshot(ctx: Context) -> dict[str, Any]:
         F.coalesce("slaves", F.lit(0)).alias("slaves"),
         F.coalesce("liveMembers", F.lit(0)).alias("liveMembers"),
         F.coalesce("addrs", F.array()).alias("addrs"),
+        # RocketMQ 5: without a master, such a group's smallest-id slave serves reads
+        F.coalesce(F.col("enableActingMaster") == "1", F.lit(False)).alias("actingMaster"),
+        "zoneName",
     )
     groups = sorted(rows(groups_df), key=by_cluster_and_name)
     addrs_df.unpersist()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.analytics.seed import Model
+from tests.analytics.seed import ACTING, Model
 
 
 def gini_mad(xs: list[float]) -> float:
@@ -34,6 +34,8 @@ def snapshot(model: Model, delta_ms: int, flag_ratio: float = 0.8) -> dict[str, 
             "masterAlive": bool(master and master.live),
             "slaves": sum(1 for m in ms if m.broker_id != 0),
             "liveMembers": sum(1 for m in ms if m.live),
+            "actingMaster": ACTING.get(name, {}).get("enableActingMaster") == "1",
+            "zoneName": ACTING.get(name, {}).get("zoneName"),
         }
     live = [m for m in model.members if m.live]
     ages = {m.addr: m.age_ms + delta_ms for m in live}

@@ -85,6 +85,8 @@ SPECIAL: dict[tuple[str, int], dict[str, object]] = {
     ("broker-a2", 1): {"live": False},  # slave timed out
 }
 NO_TOPICS = {"broker-c1"}  # a fresh group that serves nothing yet
+# groups whose 5.x brokers run with acting master (the masterless one among them), and a zone
+ACTING = {"broker-a3": {"enableActingMaster": "1", "zoneName": "zone-1"}, "broker-b0": {"enableActingMaster": "0"}}
 
 
 def build_model(seed: int = 20240607, topics: int = 320) -> Model:
@@ -154,7 +156,7 @@ def write_model(client: redis.Redis, model: Model, prefix: str = "rmq", dataset:
         p.sadd(k.clusters, cluster)
         p.sadd(k.cluster(cluster), *names)
         for name in names:
-            p.hset(k.broker(name), mapping={"cluster": cluster, "brokerName": name})
+            p.hset(k.broker(name), mapping={"cluster": cluster, "brokerName": name, **ACTING.get(name, {})})
     for b in model.members:
         p.hset(k.addrs(b.name), str(b.broker_id), b.addr)
         p.hset(k.member(b.addr), mapping={

@@ -14,14 +14,15 @@ from service.analytics.reader import (  # noqa: E402
     SPARK_REDIS_PACKAGE, connection_params, read_table, spark_redis_available, url_to_options,
 )
 from service.analytics.schemas import KINDS, schema  # noqa: E402
-from tests.analytics.seed import Model  # noqa: E402
+from tests.analytics.seed import ACTING, Model  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
 
 def expected_rows(model: Model, kind: str, now: int) -> set[tuple]:
     if kind == "broker":
-        return {(n, c, n) for n, c in model.groups.items()}
+        return {(n, c, n, ACTING.get(n, {}).get("enableActingMaster"), ACTING.get(n, {}).get("zoneName"))
+                for n, c in model.groups.items()}
     if kind == "member":
         return {(m.addr, m.addr, m.cluster, m.name, m.broker_id) for m in model.members}
     if kind == "live":
