@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import (AskError, ClusterDownError, ClusterError, ConnectionError, MovedError, NoScriptError,
+from redis.exceptions import (AskError, ClusterDownError, ClusterError, ConnectionError, NoScriptError,
                               SlotNotCoveredError, TimeoutError, TryAgainError)
 
 DEFAULT_PORT = 6379
@@ -131,12 +131,14 @@ class SlotOwner:
                 await node.script_load(source)
                 loaded = True
                 continue
-            if isinstance(result, (MovedError, ClusterDownError, TryAgainError)):  # MovedError covers ASK
+            if isinstance(result, (AskError, ClusterDownError, TryAgainError)):  # AskError covers MOVED
                 if sent_again:
                     raise ClusterError(f"the registry's slot is not served yet: {result}")
                 sent_again = True
-                if isinstance(result, MovedError):  # the node that answered says where the slot is
-                    asking, address = isinstance(result, AskError), (result.host, int(result.port))
+                if isinstance(result, AskError):  # the node that answered says where the slot is
+                    # ASK: the slot is migrating and this key is asked of its destination
+                    # once; MOVED (a subclass): the slot is there now
+                    asking, address = type(result) is AskError, (result.host, int(result.port))
                 else:
                     address = await self._owner_anew(layout)
                 continue
