@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Iterator
@@ -77,9 +78,13 @@ def venv(name: str, requirements: list[str], extras: str = "") -> Path:
         # made where it stays: a venv's scripts name its interpreter by its path
         shutil.rmtree(path, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
-        target = f"{ROOT}[{extras}]" if extras else str(ROOT)
-        # the project itself goes in too (its console script); its code runs from the checkout
-        pip(path, "install", target, *requirements)
+        with tempfile.TemporaryDirectory() as copy:
+            # the project itself goes in too (its console script; its code runs from the
+            # checkout), built from a copy: pip builds in the source tree, and two suites
+            # may build at once
+            for part in ("pyproject.toml", "README.md", "service", "lua"):
+                (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, Path(copy) / part)
+            pip(path, "install", f"{copy}[{extras}]" if extras else copy, *requirements)
         made.write_text(" ".join(requirements) + "\n")
     return path
 
