@@ -5,7 +5,10 @@ Every key shares the hash tag ``{<prefix>}``, so one slot, so one primary holds 
 registry. ``WAIT`` counts the replicas holding every write *of the connection it is sent
 on*; redis-py's cluster client sends each command on whichever connection it picks (and
 a command without a key, as WAIT is, to a node of its own choosing), so the script and
-its WAIT go out here together, as a pipeline, on one connection of the slot's primary.
+its WAIT go out here together, as a pipeline of a plain client of the slot's primary.
+Only redis-py's public API: the cluster client says which node owns the slot
+(``get_node_from_key``) and follows the layout as it changes; the pipeline is an
+ordinary ``redis.asyncio.Redis`` pipeline to that node's address.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
+from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import (AskError, ClusterDownError, ClusterError, ConnectionError, NoScriptError,
                               SlotNotCoveredError, TimeoutError, TryAgainError)
 
@@ -76,78 +82,109 @@ def connect(url: str, timeout_s: float) -> RedisCluster:
     )
 
 
+def node_url(url: str, host: str, port: int) -> str:
+    """`url` (one host, as ``ClusterSeeds.url``) naming `host`:`port` instead, with the same
+    credentials, TLS and options."""
+    parts = urlsplit(url)
+    credentials, at, _ = parts.netloc.rpartition("@")
+    netloc = f"{credentials}{at}{'[' + host + ']' if ':' in host else host}:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
 class SlotOwner:
     """Sends a script and its WAIT on one connection of the primary owning ``key``'s slot,
     following the cluster's layout as it changes.
 
-    Sent again at most once, after the layout was read anew, and only where that is safe:
-    a redirect (MOVED, ASK, CLUSTERDOWN, TRYAGAIN) or NOSCRIPT means the script did not
-    run; a connection lost mid-call means it may have, and it is sent again because every
-    change is idempotent (sending one twice leaves the tables as sending it once)."""
+    Sent again at most once, to where the cluster says the slot now is, and only where that
+    is safe: a redirect (MOVED, ASK, CLUSTERDOWN, TRYAGAIN) or NOSCRIPT means the script did
+    not run; a connection lost mid-call means it may have, and it is sent again because
+    every change is idempotent (sending one twice leaves the tables as sending it once)."""
 
-    def __init__(self, cluster: RedisCluster, key: str) -> None:
+    def __init__(self, cluster: RedisCluster, key: str, url: str, timeout_s: float) -> None:
         self.cluster = cluster
-        self.slot = cluster.keyslot(key)
-        self._layout = 0  # how many times the layout was read anew: concurrent callers read it once
+        self.key = key
+        self._url = parse_cluster_url(url).url
+        self._timeout = timeout_s
+        self._nodes: dict[tuple[str, int], Redis] = {}  # a plain client per node address
+        self._layout = 0  # how many times the layout was followed anew: concurrent callers do it once
         self._lock: asyncio.Lock | None = None
 
     async def run_and_wait(self, sha: str, source: str, keys: Sequence[str], args: Sequence[Any],
                            replicas: int, wait_ms: int) -> tuple[Any, int]:
         """The script's result and how many replicas acknowledged it (WAIT's answer)."""
         await self.cluster.initialize()  # no-op once it has read the layout
-        node = self._owner()
+        address = self._owner()
         asking, sent_again, loaded = False, False, False
         while True:
             layout = self._layout
-            commands = [("ASKING",)] if asking else []
-            commands += [("EVALSHA", sha, len(keys), *keys, *args), ("WAIT", replicas, wait_ms)]
+            node = self._client(address)
             try:
-                *_, result, acknowledged = await self._pipeline(node, commands)
+                *_, result, acknowledged = await self._pipeline(node, asking, sha, keys, args, replicas, wait_ms)
             except (ConnectionError, TimeoutError):
                 if sent_again:
                     raise
                 sent_again = True
-                node = await self._owner_anew(layout)
+                address = await self._owner_anew(layout)
                 continue
             if isinstance(result, NoScriptError) and not loaded:
                 # a promoted replica has an empty script cache: the script did not run
-                await node.execute_command("SCRIPT", "LOAD", source)
+                await node.script_load(source)
                 loaded = True
                 continue
             if isinstance(result, (AskError, ClusterDownError, TryAgainError)):  # AskError covers MOVED
                 if sent_again:
                     raise ClusterError(f"the registry's slot is not served yet: {result}")
                 sent_again = True
-                target = self.cluster.get_node(host=result.host, port=result.port) if type(result) is AskError else None
-                if target is not None:  # the slot is migrating: this key is asked of its destination
-                    asking, node = True, target
+                if isinstance(result, AskError):  # the node that answered says where the slot is
+                    # ASK: the slot is migrating and this key is asked of its destination
+                    # once; MOVED (a subclass): the slot is there now
+                    asking, address = type(result) is AskError, (result.host, int(result.port))
                 else:
-                    node = await self._owner_anew(layout)
+                    address = await self._owner_anew(layout)
                 continue
             if isinstance(result, Exception):
                 raise result
             return result, int(acknowledged)
 
     @staticmethod
-    async def _pipeline(node: ClusterNode, commands: list[tuple[Any, ...]]) -> list[Any]:
+    async def _pipeline(node: Redis, asking: bool, sha: str, keys: Sequence[str], args: Sequence[Any],
+                        replicas: int, wait_ms: int) -> list[Any]:
         """Each command's answer, or the error it got, from one connection (in order)."""
-        pipe = [PipelineCommand(i, *command) for i, command in enumerate(commands)]
-        await node.execute_pipeline(pipe)
-        return [c.result for c in pipe]
+        pipe = node.pipeline(transaction=False)
+        if asking:  # the slot is migrating: its key is asked of the destination
+            pipe.execute_command("ASKING")
+        pipe.evalsha(sha, len(keys), *keys, *args)
+        pipe.execute_command("WAIT", replicas, wait_ms)
+        return await pipe.execute(raise_on_error=False)
 
-    async def _owner_anew(self, layout: int) -> ClusterNode:
-        """The slot's primary after reading the layout again, unless another call already
-        did since ``layout``."""
+    def _client(self, address: tuple[str, int]) -> Redis:
+        client = self._nodes.get(address)
+        if client is None:
+            # no retries of its own: whether a change is sent again is decided above
+            client = self._nodes[address] = Redis.from_url(
+                node_url(self._url, *address), socket_timeout=self._timeout,
+                socket_connect_timeout=self._timeout, retry=Retry(NoBackoff(), 0))
+        return client
+
+    async def _owner_anew(self, layout: int) -> tuple[str, int]:
+        """The slot's primary once the cluster client has followed the layout again (one
+        read of the slot's key, which it sends on through redirects and a layout read
+        anew), unless another call already did since ``layout``."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._layout == layout:
-                await self.cluster.nodes_manager.initialize()
+                await self.cluster.exists(self.key)
                 self._layout += 1
         return self._owner()
 
-    def _owner(self) -> ClusterNode:
-        try:
-            return self.cluster.nodes_manager.get_node_from_slot(self.slot)
-        except KeyError:  # redis-py before any node answered: no layout at all
-            raise SlotNotCoveredError(f"no node of the cluster has answered yet (slot {self.slot})") from None
+    def _owner(self) -> tuple[str, int]:
+        node: ClusterNode | None = self.cluster.get_node_from_key(self.key)
+        if node is None:  # redis-py before any node answered: no layout at all
+            raise SlotNotCoveredError(f"no node of the cluster has answered yet (slot of {self.key!r})")
+        return node.host, int(node.port)
+
+    async def aclose(self) -> None:
+        for client in self._nodes.values():
+            await client.aclose()
+        self._nodes.clear()

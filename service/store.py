@@ -271,7 +271,8 @@ class Store:
         self.wait_ms = max(10, settings.redis_timeout_ms // 2)
         self._sources = load_sources()
         self._scripts = {name: self.redis.register_script(src) for name, src in self._sources.items()}
-        self._slot_owner = (redis_cluster.SlotOwner(self.redis, self.keys.version)
+        self._slot_owner = (redis_cluster.SlotOwner(self.redis, self.keys.version, settings.redis_url or "",
+                                                    self.timeout)
                             if isinstance(self.redis, RedisCluster) else None)
 
     async def call(self, coro: Any, writes: bool = False) -> Any:
@@ -356,4 +357,6 @@ class Store:
         return True
 
     async def close(self) -> None:
+        if self._slot_owner is not None:
+            await self._slot_owner.aclose()
         await self.redis.aclose()

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from service.config import Settings, StartupError
 from service.http.app import create_app as create_http_app
-from service.http.connections import HeaderDeadlineRunner
+from service.http.connections import HttpServer
 from service.http.context import NODE
 from service.node import Node
 from service.remoting.notify import MinBrokerIdNotifier
@@ -115,9 +115,9 @@ async def _unless_stopped(step: Awaitable[None], stop: asyncio.Event) -> bool:
 async def serve(app: web.Application, settings: Settings) -> None:
     """Runs a worker made by ``create_app`` until SIGTERM or SIGINT, then stops it
     gracefully; raises ``StartupError`` when it cannot start, after stopping what had."""
-    runner = HeaderDeadlineRunner(app, handle_signals=False, access_log=None,
-                                  shutdown_timeout=settings.shutdown_timeout_ms / 1000,
-                                  header_timeout_s=settings.http_header_timeout_ms / 1000)
+    server = HttpServer(app, handle_signals=False, access_log=None,
+                        shutdown_timeout_s=settings.shutdown_timeout_ms / 1000,
+                        header_timeout_s=settings.http_header_timeout_ms / 1000)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -125,14 +125,13 @@ async def serve(app: web.Application, settings: Settings) -> None:
     try:
         # a worker told to stop while it waits for Redis at start stops, instead of
         # waiting out RMQ_REDIS_START_TIMEOUT_MS
-        if not await _unless_stopped(runner.setup(), stop):
+        if not await _unless_stopped(server.setup(), stop):
             log.info("stop requested while starting")
             return
         # a listen queue for bursts of new clients (aiohttp's default is 128; the kernel caps
         # it at net.core.somaxconn)
-        site = web.TCPSite(runner, settings.host, settings.port, backlog=settings.http_backlog)
         try:
-            await site.start()
+            await server.listen(settings.host, settings.port, backlog=settings.http_backlog)
         except OSError as exc:
             raise listen_error("RMQ_PORT", settings.host, settings.port, exc) from None
         log.info("serving on http://%s:%s", settings.host, settings.port)
@@ -142,5 +141,5 @@ async def serve(app: web.Application, settings: Settings) -> None:
         await asyncio.sleep(settings.drain_ms / 1000)
     finally:
         # stops accepting, waits for in-flight requests, then runs the app's cleanup
-        await runner.cleanup()
+        await server.cleanup()
         log.info("stopped")

@@ -11,7 +11,7 @@ from redis.cluster import RedisCluster
 
 from service.worker import create_app
 from service.config import Settings, from_env
-from service.redis_cluster import parse_cluster_url
+from service.redis_cluster import node_url, parse_cluster_url
 from tests.builders import identity, registration
 from tests.calls import register, route
 from tests.redis_cluster import RedisClusterNodes
@@ -60,6 +60,12 @@ def test_a_seed_list_names_every_node_with_the_urls_credentials_and_options() ->
     assert seeds.nodes == [("h1", 7000), ("h2", 7001), ("::1", 7002)]
     assert seeds.url == "rediss://u:p@h1:7000/0?ssl_cert_reqs=none"
     assert parse_cluster_url("redis://h1").nodes == [("h1", 6379)]
+
+
+def test_a_nodes_url_keeps_the_seed_urls_credentials_tls_and_options() -> None:
+    seed = parse_cluster_url("rediss://u:p@h1:7000,h2:7001/0?ssl_cert_reqs=none").url
+    assert node_url(seed, "10.0.0.5", 7005) == "rediss://u:p@10.0.0.5:7005/0?ssl_cert_reqs=none"
+    assert node_url(seed, "::1", 7002) == "rediss://u:p@[::1]:7002/0?ssl_cert_reqs=none"
 
 
 @pytest.mark.parametrize("url,cluster,says", [

@@ -1,15 +1,13 @@
 """What aiohttp's server does not bound by itself: how long a client may take to send a
-request's headers, and how loudly a malformed request is logged.
+request's headers, and how loudly a malformed request is logged. Through aiohttp's and
+asyncio's public API only, so that any aiohttp release pyproject.toml admits serves.
 
-- ``HeaderDeadlineRunner``: an ``AppRunner`` whose connections are closed when a request's
-  line and headers have not all arrived within ``RMQ_HTTP_HEADER_TIMEOUT_MS`` of its first
-  byte (or of the connection, for the first request): a client sending a byte a second
-  holds a connection that long, not forever. Bodies have their own deadline where they
-  are read (``service.http.views.read_body``).
-- Cached route reads: ``_Handler`` answers the leading requests of each chunk of bytes
-  that are plain cached route reads itself (service.http.route_reads), when aiohttp is
-  idle and its parser between requests; the first other request, and all after it, go to
-  aiohttp as they would have.
+- ``HttpServer``: aiohttp's ``AppRunner`` behind a listening socket of our own, whose
+  connections are each aiohttp's protocol wrapped in a ``HeaderDeadline``: a connection
+  is closed when a request's line and headers have not all arrived within
+  ``RMQ_HTTP_HEADER_TIMEOUT_MS`` of its first byte (or of the connection, for the first
+  request), so a client sending a byte a second holds it that long, not forever. Bodies
+  have their own deadline where they are read (``service.http.views.read_body``).
 - ``OneLineErrors``: aiohttp logs a malformed request (an over-long line, too many
   headers, not HTTP at all) as "Error handling request" with a traceback; anyone could
   fill the log with those. They become one line without the traceback, as do clients
@@ -24,181 +22,136 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.web_protocol import RequestHandler
-
-from service.http.route_reads import MAX_HEAD, ROUTE_READS, RouteReads, bodiless
 
 log = logging.getLogger(__name__)
 
-# Past this many bytes of answers not yet sent, cached reads go through aiohttp too, which
-# waits for the client to read them.
-MAX_UNSENT = 64 * 1024
 
+class HeaderDeadline(asyncio.Protocol):
+    """One connection: aiohttp's protocol for it (every event handed on as it is), and the
+    deadline on request heads.
 
-class _Handler(RequestHandler):
-    """aiohttp's connection handler with a deadline on each request's headers, answering
-    cached route reads itself when it safely can."""
+    aiohttp cannot be asked whether it holds part of a head, so the deadline is kept from
+    what it can be told: bytes arriving while none of the connection's requests is being
+    handled begin a head (or the connection's first) and start the clock; the handler of
+    a request starting (``service.http.observe`` says so: ``begin``) means its head is
+    complete and stops it. Bytes arriving while a request is handled (its body, or
+    requests pipelined behind it) start nothing: the body has its own deadline, and the
+    connection's keep-alive timeout bounds the rest."""
 
-    def __init__(self, manager: "_Server", **kwargs: Any) -> None:
-        super().__init__(manager, **kwargs)
-        self._header_timeout = manager.header_timeout_s
-        self._header_deadline: asyncio.TimerHandle | None = None
-        # with an access log every request must go through aiohttp, which writes it
-        self._reads = None if self._logging_enabled else manager.route_reads
-        # Whether every byte handed to aiohttp ended a request that has no body: then its
-        # parser holds nothing, and the next bytes start a request. aiohttp cannot be asked,
-        # so once it was handed anything else (a body, part of a head, an upgrade), it stays
-        # False on this connection and everything goes to aiohttp.
-        self._between = True
-        # the start of a request head, kept until it is whole (never handed to aiohttp)
-        self._held = b""
+    __slots__ = ("inner", "transport", "handling", "_timeout", "_loop", "_since", "_timer")
+
+    def __init__(self, inner: asyncio.Protocol, timeout_s: float, loop: asyncio.AbstractEventLoop) -> None:
+        self.inner = inner
+        self.transport: asyncio.Transport | None = None
+        self.handling = 0  # requests of this connection whose handler runs
+        self._timeout = timeout_s
+        self._loop = loop
+        # when the head now awaited began (None: none awaited); one timer per connection,
+        # moved on when it fires early, rather than one scheduled and cancelled per request
+        self._since: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        self._arm()
+        self.transport = transport  # type: ignore[assignment]
+        self._start()
+        self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        reads = self._reads
-        # b"": aiohttp re-reading the requests its parser held back while its queue was full
-        if reads is None or not data or not self._between or self._force_close or self._close:
-            self._hand_over(data)
+        if not self.handling and self._since is None:
+            self._start()
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._since = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.inner.connection_lost(exc)
+
+    def begin(self) -> None:
+        """A request's handler starts: its head is complete."""
+        self.handling += 1
+        self._since = None
+
+    def end(self) -> None:
+        self.handling -= 1
+
+    def _start(self) -> None:
+        self._since = self._loop.time()
+        if self._timer is None:
+            self._timer = self._loop.call_at(self._since + self._timeout, self._check)
+
+    def _check(self) -> None:
+        self._timer = None
+        since = self._since
+        if since is None or self.handling:
             return
-        if self._held:
-            data = self._held + data
-            self._held = b""
-        at = self._answer(reads, data) if self._idle() else 0
-        if at == len(data):  # all answered (the usual case): idle again, no head begun
-            if self._header_deadline is not None:
-                self._disarm()
+        due = since + self._timeout
+        if self._loop.time() < due:  # a later head than the one the timer was set for
+            self._timer = self._loop.call_at(due, self._check)
             return
-        rest = data[at:] if at else data
-        # hand over the whole requests that follow; keep a request's unfinished head back
-        end, plain = 0, True
-        while True:
-            i = rest.find(b"\r\n\r\n", end)
-            if i < 0:
-                break
-            if i - end > MAX_HEAD or not bodiless(rest[end:i]):
-                plain = False
-                break
-            end = i + 4
-        if plain and len(rest) - end <= MAX_HEAD:
-            self._held = rest[end:]
-            rest = rest[:end]
-        else:
-            self._between = False
-        if rest:
-            self._hand_over(rest)
-        else:
-            self._arm()  # only the start of a head, kept here: it has the header deadline
-
-    def _hand_over(self, data: bytes) -> None:
-        """aiohttp's data_received, arming the header deadline when a request begins."""
-        # bytes arriving while no request is being handled nor parsed start the next one
-        starts = self._current_request is None and not self._messages
-        super().data_received(data)
-        if self._messages:
-            self._disarm()  # its headers are complete
-        elif starts:
-            self._arm()
-
-    def _idle(self) -> bool:
-        """Whether aiohttp waits for the next request with nothing else to do, and the
-        client reads its answers: only then may one be written before aiohttp's next.
-        (No request in progress means none being handled; an upgrade or a body never
-        leaves ``_between`` True, so aiohttp's payload parser need not be asked.)"""
-        waiter, transport = self._waiter, self.transport
-        return (waiter is not None and not waiter.done() and not self._messages
-                and not self._request_in_progress and not self._buffer_paused and not self._paused
-                and transport is not None and transport.get_write_buffer_size() <= MAX_UNSENT)
-
-    def _answer(self, reads: RouteReads, data: bytes) -> int:
-        """Answers the leading cached route reads of `data` in one write; where the rest
-        begins."""
-        i = data.find(b"\r\n\r\n")
-        if i < 0 or i > MAX_HEAD:
-            return 0
-        end = len(data)
-        if i + 4 == end:  # one request: what a client that waits for each answer sends
-            out = reads.answer(data[:i])
-            if out is None:
-                return 0
-            self.transport.write(out)  # type: ignore[union-attr]  # _idle said so
-            self._served(1)
-            return end
-        answers: list[bytes] = []
-        at = 0
-        while True:
-            out = reads.answer(data[at:i])
-            if out is None:
-                break
-            answers.append(out)
-            at = i + 4
-            i = data.find(b"\r\n\r\n", at)
-            if i < 0 or i - at > MAX_HEAD:
-                break
-        if answers:
-            self.transport.write(b"".join(answers))  # type: ignore[union-attr]
-            self._served(len(answers))
-        return at
-
-    def _served(self, n: int) -> None:
-        """aiohttp's bookkeeping for `n` requests answered: counted, and the connection
-        idle from now, not since the last request aiohttp answered itself."""
-        self._request_count += n
-        if self._manager is not None:
-            self._manager.requests_count += n
-        if self._keepalive_timeout > 0:
-            close_time = self._loop.time() + self._keepalive_timeout
-            self._next_keepalive_close_time = close_time
-            if self._keepalive_handle is None:
-                self._keepalive_handle = self._loop.call_at(close_time, self._process_keepalive)
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _arm(self) -> None:
-        if self._header_deadline is None:
-            self._header_deadline = self._loop.call_later(self._header_timeout, self._expire)
-
-    def _disarm(self) -> None:
-        if self._header_deadline is not None:
-            self._header_deadline.cancel()
-            self._header_deadline = None
-
-    def _expire(self) -> None:
-        self._header_deadline = None
-        if self._current_request is None and not self._messages:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
             log.info("closing HTTP connection from %s: no complete request headers within %.0f s "
-                     "(RMQ_HTTP_HEADER_TIMEOUT_MS)", self.peername, self._header_timeout)
-            self.force_close()
+                     "(RMQ_HTTP_HEADER_TIMEOUT_MS)", transport.get_extra_info("peername"), self._timeout)
+            transport.close()
 
 
-class _Server(web.Server):
-    header_timeout_s: float
-    route_reads: RouteReads | None
+def deadline_of(request: web.BaseRequest) -> HeaderDeadline | None:
+    """The head deadline of `request`'s connection; None when it has none (an app served
+    by another runner, aiohttp's test server) or the connection is gone."""
+    transport = request.transport
+    protocol = transport.get_protocol() if transport is not None else None
+    return protocol if isinstance(protocol, HeaderDeadline) else None
 
-    def __call__(self) -> RequestHandler:
-        return _Handler(self, loop=self._loop, **self._kwargs)
 
+class HttpServer:
+    """An app served on a port whose connections have a deadline on request heads:
+    ``setup``, ``listen``, then ``cleanup`` (also after a failed start)."""
 
-class HeaderDeadlineRunner(web.AppRunner):
-    """``web.AppRunner`` whose connections have a deadline on request headers."""
-
-    def __init__(self, app: web.Application, *, header_timeout_s: float, route_reads: bool = True,
-                 **kwargs: Any) -> None:
-        super().__init__(app, **kwargs)
+    def __init__(self, app: web.Application, *, header_timeout_s: float, shutdown_timeout_s: float = 60,
+                 **runner: Any) -> None:
+        self.runner = web.AppRunner(app, **runner)
         self.header_timeout_s = header_timeout_s
-        # False: every request goes through aiohttp (tests compare the two paths)
-        self.route_reads = route_reads
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self._listener: asyncio.AbstractServer | None = None
 
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        server.__class__ = _Server  # the same server, handing out connections with the deadline
-        server.header_timeout_s = self.header_timeout_s  # type: ignore[attr-defined]
-        server.route_reads = self.app.get(ROUTE_READS) if self.route_reads else None  # type: ignore[attr-defined]
-        return server
+    async def setup(self) -> None:
+        await self.runner.setup()
+
+    async def listen(self, host: str, port: int, backlog: int = 128) -> None:
+        """Accepts connections on `host`:`port` (0: a free port); OSError when it cannot."""
+        server, timeout, loop = self.runner.server, self.header_timeout_s, asyncio.get_running_loop()
+        assert server is not None, "setup() first"
+        # web.Server is the protocol factory aiohttp's own sites hand to create_server
+        self._listener = await loop.create_server(lambda: HeaderDeadline(server(), timeout, loop), host, port,
+                                                  backlog=backlog)
+
+    @property
+    def port(self) -> int:
+        assert self._listener is not None, "listen() first"
+        return self._listener.sockets[0].getsockname()[1]
+
+    async def cleanup(self) -> None:
+        """Stops accepting, lets in-flight requests finish (within the shutdown timeout),
+        closes the connections, then runs the app's shutdown and cleanup."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        if self.runner.server is not None:
+            # before the runner's cleanup: releases before 3.10 close connections only
+            # through their sites, and this server has none
+            await self.runner.server.shutdown(self.shutdown_timeout_s)
+        await self.runner.cleanup()
 
 
 class OneLineErrors(logging.Filter):

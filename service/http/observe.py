@@ -22,6 +22,7 @@ from aiohttp import web
 from yarl import URL
 
 from service import auth
+from service.http.connections import deadline_of
 from service.http.errors import ApiError, error_response
 from service.http.metrics import RequestTally
 from service.logs import REQUEST_ID, RefusalLog, new_request_id, printable
@@ -52,7 +53,9 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
     """`handler` giving every request an id (the caller's X-Request-Id, or a new one) for
     the log lines written for it and for the answer; checking `guard` first; answering
     errors as docs/api.md's JSON; and counting the request under (`method`, `route`) and its
-    status, with its latency. Method "*" counts each request under its own method."""
+    status, with its latency. Method "*" counts each request under its own method.
+    It also tells the connection's head deadline (service.http.connections) that the
+    request's head is complete, and when the request is done."""
     slot = tally.labelled(method, route) if method != "*" else None
     perf_counter = time.perf_counter
 
@@ -62,6 +65,9 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
         status = 500  # what a request counts as when something escapes even the mapping below
         request_id = request.headers.get("X-Request-Id") or new_request_id()
         REQUEST_ID.set(request_id)
+        deadline = deadline_of(request)
+        if deadline is not None:
+            deadline.begin()
         try:
             try:
                 denied = guard(request) if guard is not None else None
@@ -88,6 +94,8 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
             status = e.status
             raise
         finally:
+            if deadline is not None:
+                deadline.end()
             (slot or tally.labelled(request.method, route)).add(status, perf_counter() - started)
 
     return observe

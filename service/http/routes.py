@@ -7,7 +7,7 @@ import functools
 from aiohttp import web
 
 from service import auth
-from service.http import route_reads, views
+from service.http import views
 from service.http.context import CACHE, add_route
 from service.http.ui import add_ui_routes
 
@@ -24,8 +24,7 @@ def add_routes(app: web.Application) -> None:
     add("POST", "/v1/brokers/unregister", views.unregister_broker, auth.BROKER)
     add("POST", "/v1/brokers/{brokerName:[^/]+}/wipe-write-perm", views.wipe_write_perm, auth.ADMIN)
     add("POST", "/v1/brokers/{brokerName:[^/]+}/add-write-perm", views.add_write_perm, auth.ADMIN)
-    routes = add("GET", "/v1/routes/{topic:[^/]+}", views.route_reader(app[CACHE]), auth.READ)
-    route_reads.install(app, routes)  # its cached reads answered before aiohttp sees them
+    add("GET", "/v1/routes/{topic:[^/]+}", views.route_reader(app[CACHE]), auth.READ)
     add("GET", "/v1/cluster", views.get_cluster, auth.READ)
     add("GET", "/v1/topics", views.topic_list("all"), auth.READ)
     for which in ("system", "unit", "unit-sub", "unit-sub-without-unit"):
