@@ -1,6 +1,6 @@
 """The Java NameServer as the same-run baseline: started from a directory the user provides.
 
-`--java-namesrv-home DIR` (or env RMQ_BENCH_JAVA_NAMESRV_HOME) names a RocketMQ 4.9.8
+`--java-namesrv-home DIR` (or env RMQ_BENCH_JAVA_NAMESRV_HOME) names a RocketMQ 4.9.8 or 5.3.3
 binary distribution, or anything laid out like one: `DIR/lib/*.jar` holding
 `org.apache.rocketmq.namesrv.NamesrvStartup` and its libraries, and optionally
 `DIR/conf/logback_namesrv.xml`. This repository ships no RocketMQ code or build of it.

@@ -3,8 +3,8 @@
 A master broker with 10,000 topics (`--sizes`) registers over one TCP connection, as a
 broker keeps one to its NameServer, its requests encoded as a Java broker encodes them
 (bench/broker_requests.py: `json` of a 4.9.8 broker, `zlib` of a 4.9.8 broker with
-compressedRegister, `zlib5` of a 5.x broker with compressedRegister, which a 4.9.8
-NameServer cannot read (`RMQ_BENCH_JAVA_5=1` with a 5.x NameServer's home measures it too),
+compressedRegister, `zlib5` of a 5.x broker with compressedRegister, which no Java
+NameServer reads (the registry alone is measured with it),
 `json5` of a 5.x broker with a static topic, whose re-registration moves its
 mappingDataVersion). Four cases on that connection, client-observed (request written to answer
 read): **first** (a new broker group whose topics are all new), **unchanged** (the same
@@ -24,7 +24,6 @@ in Redis during each case (SLOWLOG above 1 ms; no row where none took longer).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -78,8 +77,7 @@ def measure(targets: list[tcp_targets.Target], forms: list[str], sizes: list[int
             warmup: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for form in forms:
-        # a 5.x Java NameServer reads every form (RMQ_BENCH_JAVA_5=1 says the home is one)
-        takers = [t for t in targets if t.name != "java" or br.JAVA_READS[form] or os.environ.get("RMQ_BENCH_JAVA_5")]
+        takers = [t for t in targets if t.name != "java" or br.JAVA_READS[form]]
         for n in sizes:
             data = {case: {t.name: {"client_ms": [], "script_ms": []} for t in takers} for case in CASES}
             for rep in range(-warmup, reps):
