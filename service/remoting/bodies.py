@@ -102,15 +102,6 @@ _NEXT_CONFIG = re.compile(rb'\},"[^"\\]*":\{')
 SLICE_BYTES = 128 * 1024
 
 
-def table_start(body: bytes) -> int:
-    """Where a plain body's topic table's first topic begins, when the body ends with it
-    (4.x: see above); -1 otherwise."""
-    at = body.find(TABLE_KEY)
-    if at < 0 or not body.endswith(TABLE_TAIL) or body.find(MAPPINGS_AFTER_TABLE, at) >= 0:
-        return -1
-    return at + len(TABLE_KEY)
-
-
 def table_span(body: bytes) -> tuple[int, int] | None:
     """Where a plain body's topic table lies, from its first topic to its closing brace,
     in either layout above; None in another."""
@@ -126,11 +117,11 @@ def table_span(body: bytes) -> tuple[int, int] | None:
     return None
 
 
-def plain_head(body: bytes, start: int, end: int | None = None) -> dict[str, Any]:
-    """The document of a plain body with its table (from `start` to `end`, by default the
-    last TABLE_TAIL) left empty; BodyError when that is not a RegisterBrokerBody whose
+def plain_head(body: bytes, start: int, end: int) -> dict[str, Any]:
+    """The document of a plain body with its table (from `start` to `end`, see
+    ``table_span``) left empty; BodyError when that is not a RegisterBrokerBody whose
     wrapper's table is the part cut out."""
-    rest = body[end:] if end is not None else TABLE_TAIL
+    rest = body[end:]
     try:
         head = fastjson.loads(body[:start] + rest)
     except ValueError as e:

@@ -17,7 +17,12 @@ Plain JSON relies on the layout fastjson writes (and RocketMQ 4.x brokers send):
 Such a body is held only when its table is the last thing in it (it ends with ``}}}``)
 and its topic configs are flat: the table holds exactly one ``{`` and one ``}`` per topic,
 so neither a name nor a value holds a brace, and ``},"`` occurs only between two configs
-(inside a JSON string a ``"`` is escaped).
+(inside a JSON string a ``"`` is escaped). A 5.x broker's body has its static topics'
+mappings after the table, and each of its configs one object (``"attributes":{...}``,
+fastjson's first field): it is held when its table holds exactly two of each brace per
+topic and one ``"attributes":{`` each, so a config ends where ``},"<name>":{`` follows
+(inside a config only the attributes' ``}`` is followed by ``,"``, and by a field that is
+no object); the next body must end with the same mappings, byte for byte.
 
 The compressed form (``compressedRegister=true``) is inflated first (zlib's C code), then
 compared the same way; its topic configs are length-prefixed parts, whose starts were
@@ -36,7 +41,9 @@ from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from service.remoting import bodies, fastjson
-from service.remoting.bodies import CONFIG_BETWEEN as _BETWEEN, TABLE_TAIL as _TAIL, Layout, table_start
+import re
+
+from service.remoting.bodies import CONFIG_BETWEEN as _BETWEEN, MAPPINGS_AFTER_TABLE, Layout, table_span
 
 # Smaller bodies are decoded whole: cheap enough, and not worth holding.
 MIN_BYTES = 64 * 1024
@@ -77,17 +84,35 @@ class Delta(NamedTuple):
         return fps
 
 
+_ATTRIBUTES = b'"attributes":{'
+# where one config ends and the next begins: its "}", the next topic's name, its "{"
+_BOUNDARY = re.compile(rb'\},"[^"\\]*":\{')
+
+
+def _objects_per_config(data: bytes, end: int) -> int:
+    """How many objects each config of a plain layout's table holds, itself included: 2
+    in a 5.x body (its attributes), whose table the mappings follow; 1 in a 4.x body."""
+    return 2 if data.startswith(MAPPINGS_AFTER_TABLE, end) else 1
+
+
+def _flat(data: bytes, start: int, end: int, topics: int, objects: int) -> bool:
+    """Every config of the table holds no object but the 5.x attributes (counted in
+    place, no copy)."""
+    if not data.count(b"{", start, end) == objects * topics == data.count(b"}", start, end):
+        return False
+    return objects == 1 or data.count(_ATTRIBUTES, start, end) == topics
+
+
 def plain_layout(body: bytes, topics: int) -> Layout | None:
-    """The layout of a plain body whose table of `topics` topics is flat (one "{" and one
-    "}" per topic), else None. A pass over the body: for the decoding thread."""
+    """The layout of a plain body whose table of `topics` topics is flat (see above), else
+    None. A pass over the body: for the decoding thread."""
     if len(body) < MIN_BYTES:
         return None
-    start = table_start(body)
-    if start < 0:
+    span = table_span(body)
+    if span is None:
         return None
-    end = len(body) - len(_TAIL)
-    flat = body.count(b"{", start, end) == topics == body.count(b"}", start, end)  # counted in place, no copy
-    return Layout(body, start, end, None) if flat else None
+    start, end = span
+    return Layout(body, start, end, None) if _flat(body, start, end, topics, _objects_per_config(body, end)) else None
 
 
 def _same_start(old: bytes, old_at: int, new: bytes, new_at: int, most: int) -> int:
@@ -129,18 +154,42 @@ def _differing(old: Layout, data: bytes, start: int, end: int) -> tuple[int, int
     return same_start, _same_end(old.data, old.end, data, end, min(old_size, new_size) - same_start)
 
 
-def _json_configs(segment: bytes) -> dict[str, Any] | None:
+def _json_configs(segment: bytes, objects: int) -> dict[str, Any] | None:
     """The topic configs `segment` holds (``"T1":{...},"T2":{...}``), or None when it is
-    not exactly a run of whole, flat configs."""
+    not exactly a run of whole, flat configs (`objects` per config, see ``_flat``)."""
     if not segment:
         return None
     try:
         configs = fastjson.loads(b"{" + segment + b"}")
     except ValueError:
         return None
-    if not isinstance(configs, dict) or segment.count(b"{") != len(configs) or segment.count(b"}") != len(configs):
+    if not isinstance(configs, dict) or not _flat(segment, 0, len(segment), len(configs), objects):
         return None
     return configs
+
+
+def _config_start(data: bytes, lo: int, at: int) -> int:
+    """Where the config holding offset `at` of a table starting at `lo` begins (its name's
+    quote): just after the last boundary at or before `at`, or `lo`."""
+    while True:
+        found = data.rfind(_BETWEEN, lo, at + 1)
+        if found < 0:
+            return lo
+        if _BOUNDARY.match(data, found):
+            return found + 2
+        at = found - 1
+
+
+def _config_end(data: bytes, at: int, hi: int) -> int:
+    """Where the config holding offset `at` of a table ending at `hi` ends (just after its
+    "}"): at the first boundary from `at` on, or `hi`."""
+    while True:
+        found = data.find(_BETWEEN, at, hi)
+        if found < 0:
+            return hi
+        if _BOUNDARY.match(data, found):
+            return found + 1
+        at = found + 1
 
 
 def _part_lines(segment: bytes) -> tuple[list[bytes], list[int]] | None:
@@ -189,28 +238,31 @@ class BodyDeltas:
 
     @staticmethod
     def _read_plain(held: Held, body: bytes) -> Delta | None:
-        start = table_start(body)
-        if start < 0 or len(body) < MIN_BYTES:
+        span = table_span(body) if len(body) >= MIN_BYTES else None
+        if span is None:
             return None
+        start, end = span
+        old = held.layout
+        tail = old.data[old.end:]  # 4.x: the closing braces; 5.x: the mappings too
+        if len(body) - end != len(tail) or not body.endswith(tail):
+            return None  # a 5.x broker's static topic mappings changed: read it whole
+        objects = _objects_per_config(old.data, old.end)
         try:
-            head = bodies.plain_head(body, start)
+            head = bodies.plain_head(body, start, end)
         except bodies.BodyError:
             return None
-        old = held.layout
-        layout = Layout(body, start, len(body) - len(_TAIL), None)
+        layout = Layout(body, start, end, None)
         differing = _differing(old, body, layout.start, layout.end)
         if differing is None:
             return Delta(head, {}, [], held.fps, layout, None)
         same_start, same_end = differing
         # widened to whole configs: from the start of the config the first difference is
         # in to the end of the one the last is in (its "}"; the "," after it is the same)
-        first = old.data.rfind(_BETWEEN, old.start, old.start + same_start + 1)
-        first = first + 2 - old.start if first >= 0 else 0
-        last = old.data.find(_BETWEEN, max(old.end - same_end - 1, old.start), old.end)
-        cut = last + 1 - old.start if last >= 0 else old.end - old.start  # in the old table
+        first = _config_start(old.data, old.start, old.start + same_start) - old.start
+        cut = _config_end(old.data, max(old.end - same_end - 1, old.start), old.end) - old.start  # in the old table
         new_cut = cut + (layout.end - layout.start) - (old.end - old.start)
-        replaced = _json_configs(old.data[old.start + first:old.start + cut])
-        configs = _json_configs(body[start + first:start + new_cut]) if new_cut > first else None
+        replaced = _json_configs(old.data[old.start + first:old.start + cut], objects)
+        configs = _json_configs(body[start + first:start + new_cut], objects) if new_cut > first else None
         if replaced is None or configs is None or any(topic not in held.fps for topic in replaced):
             return None
         return Delta(head, configs, list(replaced), held.fps, layout, None)

@@ -14,6 +14,7 @@ from service.models import plain_fingerprints
 from service.remoting import bodies, codes
 from service.remoting.body_deltas import MIN_BYTES, BodyDeltas, Delta, plain_layout
 from tests.builders import topic_config
+from tests.remoting import broker5
 
 N = 1_000  # ~140 KB of JSON: over MIN_BYTES
 
@@ -249,3 +250,64 @@ def test_a_plain_body_is_not_read_against_a_held_compressed_one() -> None:
     expected, layout, filters = whole(compressed(topics), V4_9_8)
     deltas.keep("k", layout, expected, filters)
     assert deltas.read("k", body(topics, 2)) is None
+
+
+# ---------------------------------------------------------------------- a 5.x broker's plain body
+def body5(topics: dict[str, Any], counter: int = 1, mappings: dict[str, Any] | None = None) -> bytes:
+    """A 5.3.3 broker's plain body (tests/remoting/broker5.py): each config with its
+    attributes object, the static topic mappings after the table."""
+    return broker5.plain_body({n: {"attributes": {"+message.type": "NORMAL"} if i % 3 else {}, **c}
+                               for i, (n, c) in enumerate(topics.items())},
+                              mappings if mappings is not None else STATIC, counter=counter,
+                              mapping_timestamp=1700000000000 + counter)
+
+
+STATIC = {"ST1": broker5.mapping_info("ST1", "broker-a", 4)}
+
+
+def test_a_5x_body_is_held_with_its_mappings_after_the_table() -> None:
+    topics = table()
+    layout = plain_layout(body5(topics), len(topics))
+    assert layout is not None and layout.data[layout.end:].startswith(b'},"topicQueueMappingDetailMap":')
+
+
+def test_whatever_the_change_a_5x_table_read_is_the_whole_decodes() -> None:
+    rng = random.Random(5)
+    topics = table(600)
+    key = "10.0.0.1:10911"
+    deltas = BodyDeltas()
+    deltas.keep(key, plain_layout(body5(topics), len(topics)), fps(topics))
+    read = 0
+    for counter in range(2, 200):
+        topics = edit(rng, topics)
+        raw = body5(topics, counter)
+        delta = deltas.read(key, raw)
+        whole = fps(topics)
+        if delta is None:
+            deltas.keep(key, plain_layout(raw, len(topics)), whole)
+            continue
+        read += 1
+        wrapper = delta.head["topicConfigSerializeWrapper"]
+        assert wrapper["dataVersion"]["counter"] == counter
+        assert wrapper["topicQueueMappingInfoMap"]["ST1"]["currIdMap"] == {"0": 0, "1": 1, "2": 2, "3": 3}
+        got = read_table(delta)
+        assert got == whole, counter
+        deltas.keep(key, delta.layout, got)
+    assert read > 150  # most changes were read as a delta
+
+
+def test_a_5x_body_whose_mappings_changed_is_decoded_whole() -> None:
+    topics = table()
+    key = "10.0.0.1:10911"
+    deltas = BodyDeltas()
+    deltas.keep(key, plain_layout(body5(topics), len(topics)), fps(topics))
+    moved = {"ST1": broker5.mapping_info("ST1", "broker-a", 4, epoch=1700000000001)}
+    assert deltas.read(key, body5(topics, 2, moved)) is None
+
+
+def test_a_4x_body_is_not_read_against_a_held_5x_one() -> None:
+    topics = table()
+    key = "10.0.0.1:10911"
+    deltas = BodyDeltas()
+    deltas.keep(key, plain_layout(body5(topics), len(topics)), fps(topics))
+    assert deltas.read(key, body(topics, 2)) is None

@@ -16,6 +16,7 @@ from service.http.context import REGISTRY
 from tests.remoting import broker5
 from tests.remoting.client import RemotingClient, request
 from tests.remoting.frames import route
+from tests.remoting.frames import route as route_request
 
 pytestmark = pytest.mark.usefixtures("consistent")
 
@@ -62,8 +63,19 @@ def test_a_5x_plain_body_is_parsed_in_slices_to_what_a_whole_parse_gives() -> No
     assert wrapper["topicQueueMappingInfoMap"]["ST1"]["currIdMap"] == {"0": 0, "1": 1, "2": 2, "3": 3}
 
 
-def test_a_5x_plain_body_is_never_taken_for_the_4x_layout_a_change_is_read_against() -> None:
-    assert bodies.table_start(broker5.plain_body(broker5.topics(10), STATIC)) == -1
+async def test_a_changed_5x_body_is_read_as_a_change_to_the_previous_one(worker: Any, rmq: RemotingClient) -> None:
+    table = broker5.topics(1_000)
+    table["ST1"] = broker5.topic_config("ST1", 4, 4)
+    assert (await rmq.call(broker5.register(broker5.plain_body(table, STATIC, counter=1)))).code == codes.SUCCESS
+    table["NewTopic"] = broker5.topic_config("NewTopic", 2, 2)
+    assert (await rmq.call(broker5.register(broker5.plain_body(table, STATIC, counter=2)))).code == codes.SUCCESS
+    metrics = await (await worker.http.get("/metrics")).text()
+    assert "rmq_remoting_registrations_read_as_delta_total 1.0" in metrics
+    answer = await rmq.call(route_request("NewTopic"))
+    assert answer.code == codes.SUCCESS, (answer.code, answer.remark)
+    route = orjson.loads(answer.body)
+    assert route["queueDatas"][0]["readQueueNums"] == 2
+    assert orjson.loads((await rmq.call(route_request("ST1"))).body)["topicQueueMappingByBroker"]
 
 
 @pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
