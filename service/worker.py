@@ -29,7 +29,8 @@ from service.http.context import NODE
 from service.node import Node
 from service.remoting.notify import MinBrokerIdNotifier
 from service.remoting.requests import Context
-from service.remoting.server import RemotingServer, RequestCounts
+from service.remoting.server import RemotingServer
+from service.remoting.server_metrics import RequestCounts
 from service.store import Store
 
 log = logging.getLogger(__name__)

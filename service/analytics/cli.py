@@ -11,7 +11,6 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 JOB_HELP = {
     "snapshot": "clusters, broker groups, members, groups without a master, heartbeat ages",

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Callable, Hashable, Iterable
+from typing import Callable, Hashable, Iterable
 
 from service.cache.answers import ANY, ROUTE_KINDS, Answer, Fetch, Stats
 from service.cache.budget import Budget

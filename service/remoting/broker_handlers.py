@@ -22,7 +22,6 @@ from service.remoting.requests import (
     bool_field,
     channel_id,
     decoded,
-    fail,
     identity,
     long_field,
     need,

@@ -35,64 +35,16 @@ import itertools
 import socket
 import time
 import uuid
-from collections import Counter, deque
-from typing import Iterator
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from collections import Counter
 
 from service.remoting import codec, codes, proxy
-from service.remoting.handlers import HANDLERS, dispatch
+from service.remoting.byte_budget import ByteBudget
+from service.remoting.connection import Connection
+from service.remoting.handlers import dispatch
 from service.remoting.requests import CHANNEL, SMALL_BODY, Channel, Context
 from service.remoting.route_reads import RouteReads
 
 log = logging.getLogger(__name__)
-
-
-# (request, response) pairs exported from 0, so a rule's increase() sees the first of each:
-# every request's success and SYSTEM_ERROR (a refused or failed request), and the answers
-# particular to a few requests
-KNOWN_ANSWERS = frozenset({
-    *((code, answer) for code in HANDLERS for answer in (codes.SUCCESS, codes.SYSTEM_ERROR)),
-    (codes.GET_ROUTEINFO_BY_TOPIC, codes.TOPIC_NOT_EXIST),
-    (codes.GET_KV_CONFIG, codes.QUERY_NOT_FOUND),
-    (codes.GET_KVLIST_BY_NAMESPACE, codes.QUERY_NOT_FOUND),
-    (codes.UPDATE_NAMESRV_CONFIG, codes.NO_PERMISSION),
-})
-
-
-class RequestCounts(Collector):
-    """``rmq_remoting_requests_total{code,response,response_name}``, from the server's plain counts: a
-    labelled Prometheus counter costs a lock and a label lookup per request. Also the
-    connections: open now, refused, and closed by the server by reason; and registration
-    bodies read as a change to their broker's previous one."""
-
-    def __init__(self, server: "RemotingServer") -> None:
-        self.server = server
-
-    def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily("rmq_remoting_requests", "RocketMQ remoting requests by request and response code "
-                                     "(response_name: the response code's name)", labels=["code", "response", "response_name"])
-        counts = self.server.counts
-        for code, response in sorted({*KNOWN_ANSWERS, *counts}):
-            family.add_metric([codes.NAMES.get(code, str(code)), str(response),
-                               codes.RESPONSE_NAMES.get(response, str(response))], counts.get((code, response), 0))
-        yield family
-        yield GaugeMetricFamily("rmq_remoting_connections", "RocketMQ remoting connections open now",
-                                value=len(self.server.open))
-        refused = CounterMetricFamily("rmq_remoting_connections_refused",
-                                      "RocketMQ remoting connections closed as they opened, by reason", labels=["reason"])
-        closed = CounterMetricFamily("rmq_remoting_connections_closed",
-                                     "RocketMQ remoting connections the worker closed, by reason", labels=["reason"])
-        for reason in REFUSALS:
-            refused.add_metric([reason], self.server.refused[reason])
-        for reason in CLOSINGS:
-            closed.add_metric([reason], self.server.closed[reason])
-        yield refused
-        yield closed
-        yield CounterMetricFamily("rmq_remoting_registrations_read_as_delta",
-                                  "big plain registration bodies read as a change to the same broker's previous one "
-                                  "(only the topic configs that differ decoded)", value=self.server.ctx.deltas.reads)
 
 
 # A connection whose peer reads its answers slower than it sends requests is paused once
@@ -108,82 +60,6 @@ SWEEP_S = 1.0
 
 _NO_LIMIT = contextlib.nullcontext()
 
-REFUSALS = ("too_many_connections",)
-CLOSINGS = ("idle", "slow_frame", "bad_frame", "answer_failed")
-
-
-class ByteBudget:
-    """Bytes that frames being read may hold over all connections; first come, first served."""
-
-    def __init__(self, total: int) -> None:
-        self.free = total
-        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
-
-    async def acquire(self, n: int) -> None:
-        if not self._waiters and self.free >= n:
-            self.free -= n
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (n, fut)
-        self._waiters.append(entry)
-        try:
-            await fut
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self.release(n)  # granted just as it was cancelled: give it back
-            else:
-                self._waiters.remove(entry)
-                self._wake()
-            raise
-
-    def release(self, n: int) -> None:
-        self.free += n
-        self._wake()
-
-    def _wake(self) -> None:
-        while self._waiters and self._waiters[0][0] <= self.free:
-            n, fut = self._waiters.popleft()
-            self.free -= n
-            fut.set_result(None)
-
-
-class Connection:
-    """What the server tracks of one open connection for its limits, and the cached
-    answers waiting to be written."""
-
-    __slots__ = ("peer", "writer", "last", "frame_started", "in_flight", "closing", "batch", "batched", "loop")
-
-    def __init__(self, peer: object, writer: asyncio.StreamWriter, now: float) -> None:
-        self.peer = peer
-        self.writer = writer
-        self.last = now  # when the last whole frame (or the connection) came
-        self.frame_started: float | None = None  # when the current frame's length field came
-        self.in_flight: set[asyncio.Task[None]] = set()
-        self.closing: str | None = None  # why the server is closing it
-        self.batch: list[bytes] = []
-        self.batched = 0  # bytes in `batch`
-        self.loop = asyncio.get_running_loop()
-
-    def send_soon(self, frame: bytes) -> None:
-        """Queues an answer frame. The answers to the frames read in one go (a client's
-        pipelined requests) leave together, in one write when the loop next runs: one
-        system call for the lot instead of one each."""
-        if not self.batch:
-            self.loop.call_soon(self.flush)
-        self.batch.append(frame)
-        self.batched += len(frame)
-
-    def flush(self) -> None:
-        if self.batch:
-            if not self.writer.is_closing():
-                self.writer.write(b"".join(self.batch) if len(self.batch) > 1 else self.batch[0])
-            self.batch.clear()
-            self.batched = 0
-
-    def close(self, reason: str) -> None:
-        if self.closing is None:
-            self.closing = reason
-            self.writer.transport.abort()
 
 
 class RemotingServer:
