@@ -15,11 +15,17 @@ from tests.calls import register, route
 BOUND_S = 1.0  # RMQ_MAX_STALENESS_MS default, the bound README states
 
 
-async def seconds_until(client: TestClient, topic: str, check, limit_s: float = 5) -> float:
+async def stale_for(client: TestClient, topic: str, check, limit_s: float = 30) -> float:
+    """How long after the call the last read whose answer fails ``check`` was sent (0 when
+    none did). The bound holds for a read from when it arrives: a read sent past it must see
+    the change, however long its answer then takes on a loaded machine."""
     started = time.monotonic()
+    stale_sent = 0.0
     while time.monotonic() - started < limit_s:
+        sent = time.monotonic() - started
         if check(await route(client, topic)):
-            return time.monotonic() - started
+            return stale_sent
+        stale_sent = sent
         await asyncio.sleep(0.01)
     raise AssertionError("never changed")
 
@@ -33,7 +39,7 @@ async def test_change_through_one_worker_is_read_fresh_through_another_within_th
     await register(a, registration(topics={"T": topic_config("T", write=4)}, version=1))
     assert write_queues(await route(b, "T")) == 4  # now cached in b
     await register(a, registration(topics={"T": topic_config("T", write=8)}, version=2))
-    assert await seconds_until(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
+    assert await stale_for(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
 
 
 async def test_fresh_within_the_bound_after_the_change_channel_was_killed(make_client, r: redis.Redis) -> None:
@@ -42,7 +48,7 @@ async def test_fresh_within_the_bound_after_the_change_channel_was_killed(make_c
     assert write_queues(await route(b, "T")) == 4
     assert r.execute_command("CLIENT", "KILL", "TYPE", "pubsub") >= 1
     await register(a, registration(topics={"T": topic_config("T", write=8)}, version=2))
-    assert await seconds_until(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
+    assert await stale_for(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
 
 
 async def test_repeated_reads_are_served_without_running_a_script(client: TestClient, r: redis.Redis) -> None:
@@ -177,4 +183,4 @@ async def test_unregister_through_one_worker_empties_the_others_cache(make_clien
     await register(a, reg)
     assert await route(b, "TopicTest") is not None
     await a.post("/v1/brokers/unregister", json=identity(reg))
-    assert await seconds_until(b, "TopicTest", lambda r: r is None) <= BOUND_S
+    assert await stale_for(b, "TopicTest", lambda r: r is None) <= BOUND_S
