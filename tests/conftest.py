@@ -25,6 +25,7 @@ FULL_ONLY: dict[str, str] = {
     "test_bench_smoke.py": "bench",
     "test_bench_tcp_smoke.py": "bench",
     "test_bench_build_java.py": "bench",
+    "test_alerts_live.py": "processes",
     "test_entrypoints.py": "processes",
     "test_horizontal.py": "processes",
     "test_monitoring.py": "processes",
@@ -32,6 +33,7 @@ FULL_ONLY: dict[str, str] = {
     "test_shutdown.py": "processes",
     "test_startup_failures.py": "processes",
     "test_upgrade.py": "processes",
+    "remoting/test_balancer_idle.py": "processes",
     "remoting/test_big_broker.py": "processes",
     "remoting/test_proxy_protocol.py": "processes",
 }
