@@ -98,8 +98,8 @@ async def test_concurrent_brokers_workers_and_scanners_leave_consistent_tables(m
     last_found_asked = 0.0
     while (asked := time.monotonic()) - silent_from < 30:
         cluster = await (await workers[0].get("/v1/cluster")).json()
-        topics = await (await workers[1].get("/v1/topics")).json()
-        if cluster == {"brokerAddrTable": {}, "clusterAddrTable": {}} and topics == {"topicList": []}:
+        listed = await (await workers[1].get("/v1/topics")).json()
+        if cluster == {"brokerAddrTable": {}, "clusterAddrTable": {}} and listed == {"topicList": []}:
             break
         last_found_asked = asked - silent_from
         await asyncio.sleep(0.05)
