@@ -1,11 +1,54 @@
 from __future__ import annotations
 
-from typing import Iterator
+from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 import redis
 
 from tests.redis_server import RedisServer
+
+TESTS = Path(__file__).parent
+
+# The tiers. A test under one of these paths (relative to tests/) is of the full suite only,
+# marked with what it needs beyond Python and a redis-server; every other test is marked
+# `quick`: units and in-process workers on a real redis-server (`scripts/test --quick`, or
+# pytest -m quick). The full suite is all of them (`scripts/test`, what .ci/run runs).
+FULL_ONLY: dict[str, str] = {
+    "failover/": "failover",
+    "hardening/": "hardening",
+    "hostile/": "hostile",
+    "analytics/": "spark",
+    "ui/": "browser",
+    "deploy/": "deploy",
+    "remoting/real_clients/": "clients",
+    "test_bench_smoke.py": "bench",
+    "test_bench_tcp_smoke.py": "bench",
+    "test_bench_build_java.py": "bench",
+    "test_dependency_range.py": "dependency_range",
+    "test_alerts_live.py": "processes",
+    "test_entrypoints.py": "processes",
+    "test_horizontal.py": "processes",
+    "test_monitoring.py": "processes",
+    "test_readme.py": "processes",
+    "test_shutdown.py": "processes",
+    "test_startup_failures.py": "processes",
+    "test_upgrade.py": "processes",
+    "remoting/test_balancer_idle.py": "processes",
+    "remoting/test_big_broker.py": "processes",
+    "remoting/test_proxy_protocol.py": "processes",
+}
+FULL_ONLY_MARKERS = frozenset(FULL_ONLY.values())
+
+
+def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(TESTS).as_posix()
+        for prefix, marker in FULL_ONLY.items():
+            if where.startswith(prefix):
+                item.add_marker(marker)
+        if not any(item.get_closest_marker(marker) for marker in FULL_ONLY_MARKERS):
+            item.add_marker(pytest.mark.quick)
 
 
 @pytest.fixture(scope="session")

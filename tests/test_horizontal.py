@@ -148,8 +148,9 @@ def test_registered_through_the_lb_read_identically_through_every_worker(cluster
     began = time.monotonic()
     deadline = began + STALENESS_S
     while True:
+        begun = time.monotonic()  # a round begun past the bound must agree; one begun before may end past it
         views = [view(b, TOPICS) for b in bases]
-        if all(v == views[0] for v in views) or time.monotonic() > deadline:
+        if all(v == views[0] for v in views) or begun > deadline:
             break
         time.sleep(0.05)
     assert all(v == views[0] for v in views), "workers disagree after the staleness bound"
@@ -229,8 +230,8 @@ def test_expiry_happens_exactly_once_although_every_worker_scans(cluster: Cluste
     start_counts = [expired_total(b) for b in cluster.urls]
     register_all(lb, regs)
     assert len(get(lb, "/v1/cluster")["brokerAddrTable"]) == 10
-    # silent now: all gone after timeout + a scan interval (+ slack)
-    deadline = time.monotonic() + 4
+    # silent now: all gone after timeout + a scan interval (waited for with room for a loaded machine)
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if not r.zcard(Keys().expiry) and not get(cluster.urls[0], "/v1/cluster")["brokerAddrTable"]:
             break

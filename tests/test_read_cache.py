@@ -13,13 +13,22 @@ from tests.builders import identity, registration, topic_config
 from tests.calls import register, route
 
 BOUND_S = 1.0  # RMQ_MAX_STALENESS_MS default, the bound README states
+# for the tests that count Redis calls: no poll of the poller's own, and a bound no loaded
+# machine runs past, while they count
+QUIET_POLL = {"version_poll_ms": 60_000, "max_staleness_ms": 120_000}
 
 
-async def seconds_until(client: TestClient, topic: str, check, limit_s: float = 5) -> float:
+async def stale_for(client: TestClient, topic: str, check, limit_s: float = 30) -> float:
+    """How long after the call the last read whose answer fails ``check`` was sent (0 when
+    none did). The bound holds for a read from when it arrives: a read sent past it must see
+    the change, however long its answer then takes on a loaded machine."""
     started = time.monotonic()
+    stale_sent = 0.0
     while time.monotonic() - started < limit_s:
+        sent = time.monotonic() - started
         if check(await route(client, topic)):
-            return time.monotonic() - started
+            return stale_sent
+        stale_sent = sent
         await asyncio.sleep(0.01)
     raise AssertionError("never changed")
 
@@ -33,7 +42,7 @@ async def test_change_through_one_worker_is_read_fresh_through_another_within_th
     await register(a, registration(topics={"T": topic_config("T", write=4)}, version=1))
     assert write_queues(await route(b, "T")) == 4  # now cached in b
     await register(a, registration(topics={"T": topic_config("T", write=8)}, version=2))
-    assert await seconds_until(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
+    assert await stale_for(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
 
 
 async def test_fresh_within_the_bound_after_the_change_channel_was_killed(make_client, r: redis.Redis) -> None:
@@ -42,10 +51,11 @@ async def test_fresh_within_the_bound_after_the_change_channel_was_killed(make_c
     assert write_queues(await route(b, "T")) == 4
     assert r.execute_command("CLIENT", "KILL", "TYPE", "pubsub") >= 1
     await register(a, registration(topics={"T": topic_config("T", write=8)}, version=2))
-    assert await seconds_until(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
+    assert await stale_for(b, "T", lambda r: write_queues(r) == 8) <= BOUND_S
 
 
-async def test_repeated_reads_are_served_without_running_a_script(client: TestClient, r: redis.Redis) -> None:
+async def test_repeated_reads_are_served_without_running_a_script(make_client, r: redis.Redis) -> None:
+    client = await make_client(**QUIET_POLL)
     await register(client, registration())
     await route(client, "TopicTest")
     await client.app[CACHE].poll_once()  # a confirmed version, as the poller keeps it
@@ -56,14 +66,15 @@ async def test_repeated_reads_are_served_without_running_a_script(client: TestCl
 
 
 async def test_reads_of_held_answers_past_the_bound_share_one_poll_instead_of_a_read_each(
-        client: TestClient, r: redis.Redis) -> None:
+        make_client, r: redis.Redis) -> None:
+    client = await make_client(**QUIET_POLL)
     topics = [f"T{i}" for i in range(200)]
     await register(client, registration(topics={t: topic_config(t) for t in topics}))
     for t in topics:
         await route(client, t)
     cache = client.app[CACHE]
     await cache.poll_once()
-    cache.confirmed_at -= 10 * BOUND_S  # as when the event loop fell behind the poller
+    cache.confirmed_at -= 2 * cache.bound  # as when the event loop fell behind the poller
     before = r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
     answers = await asyncio.gather(*(route(client, t) for t in topics))
     assert all(a is not None and a["queueDatas"] for a in answers)
@@ -177,4 +188,4 @@ async def test_unregister_through_one_worker_empties_the_others_cache(make_clien
     await register(a, reg)
     assert await route(b, "TopicTest") is not None
     await a.post("/v1/brokers/unregister", json=identity(reg))
-    assert await seconds_until(b, "TopicTest", lambda r: r is None) <= BOUND_S
+    assert await stale_for(b, "TopicTest", lambda r: r is None) <= BOUND_S

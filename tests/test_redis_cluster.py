@@ -50,7 +50,7 @@ async def test_expiry_and_kv_on_a_cluster(workers) -> None:
     assert await (await b.get("/v1/kv/ns")).json() == {"table": {"k": "v"}}
     started = time.monotonic()
     while await route(b, "TopicTest") is not None:
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 10  # 200 ms timeout, 100 ms scans: room for a loaded machine
         await asyncio.sleep(0.05)
     assert (await b.get("/readyz")).status == 200
 

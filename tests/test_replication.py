@@ -78,7 +78,8 @@ async def test_with_min_replicas_and_no_replica_a_change_is_a_503_that_says_a_re
                                                       redis_timeout_ms=400, scan_interval_ms=3_600_000)))
     started = time.monotonic()
     resp = await worker.post("/v1/brokers/register", json=registration())
-    assert resp.status == 503 and time.monotonic() - started < 1.5
+    # the 400 ms Redis timeout (WAIT's), with room for a loaded machine: not a hang
+    assert resp.status == 503 and time.monotonic() - started < 10
     message = (await resp.json())["message"]
     assert "0 of 1 replicas" in message and "sending it again is safe" in message
     applied = snapshot(r)  # on the primary, unconfirmed

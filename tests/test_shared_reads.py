@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import sys
+import types
+from functools import partial
+from typing import Any, AsyncIterator, Callable, Coroutine, Generator
 
 import orjson
 import pytest
@@ -71,3 +74,75 @@ async def test_a_failed_call_fails_every_read_that_shared_it() -> None:
     results = await asyncio.gather(shared.read("k", fail), shared.read("k", fail), return_exceptions=True)
     assert [type(e) for e in results] == [ConnectionError, ConnectionError]
     assert shared.shared == 1
+
+
+def eager_task_factory(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any],
+                       **kw: Any) -> asyncio.Future[Any]:
+    """asyncio.eager_task_factory (3.12+), also on 3.11: a new task's coroutine runs at once, inside
+    create_task, up to its first suspension."""
+    if sys.version_info >= (3, 12):
+        return asyncio.eager_task_factory(loop, coro, **kw)  # type: ignore[attr-defined]
+    try:
+        blocked_on = coro.send(None)
+    except StopIteration as done:
+        finished = loop.create_future()
+        finished.set_result(done.value)
+        return finished
+    except BaseException as error:  # noqa: BLE001 - the task's outcome, whatever it is
+        finished = loop.create_future()
+        finished.set_exception(error)
+        return finished
+    return asyncio.Task(_resumed(coro, blocked_on), loop=loop, **kw)
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, Any], blocked_on: Any) -> Generator[Any, Any, Any]:
+    """Drives an already started coroutine on in a task, passing on what the task sends or throws."""
+    while True:
+        try:
+            sent = yield blocked_on
+        except BaseException as error:  # noqa: BLE001 - a cancellation goes on to the coroutine
+            step: Callable[[], Any] = partial(coro.throw, error)
+        else:
+            step = partial(coro.send, sent)
+        try:
+            blocked_on = step()
+        except StopIteration as done:
+            return done.value
+
+
+@pytest.fixture
+async def eager_tasks() -> AsyncIterator[None]:
+    loop = asyncio.get_running_loop()
+    loop.set_task_factory(eager_task_factory)
+    yield
+    loop.set_task_factory(None)
+
+
+async def test_under_eager_tasks_a_failed_read_leaves_its_key_to_the_next_read(eager_tasks: None) -> None:
+    shared: SharedReads[str] = SharedReads()
+
+    async def fail() -> str:
+        raise ConnectionError("redis went away")
+
+    async def answer() -> str:
+        return "route"
+
+    with pytest.raises(ConnectionError):
+        await shared.read("k", fail)
+    assert await shared.read("k", answer) == "route"
+
+
+async def test_under_eager_tasks_a_read_after_an_answered_one_makes_its_own_call(eager_tasks: None) -> None:
+    shared: SharedReads[int] = SharedReads()
+    calls = 0
+
+    async def fetch() -> int:
+        nonlocal calls
+        calls += 1
+        answer = calls
+        await asyncio.sleep(0)  # the call is out: its task suspends, as one waiting on Redis does
+        return answer
+
+    assert [await shared.read("k", fetch) for _ in range(3)] == [1, 2, 3]
+    assert shared.shared == 0

@@ -38,14 +38,15 @@ async def test_a_stale_read_answers_through_an_outage_with_its_age(make_client, 
 
 
 async def test_a_stale_answer_is_never_older_than_the_stated_maximum(make_client, redis_server) -> None:
-    client: TestClient = await make_client(stale_max_ms=1500)
+    # a maximum far past what stopping Redis and a first read take on a loaded machine
+    client: TestClient = await make_client(stale_max_ms=3000)
     await register(client, registration(topics=["T1"]))
     await route(client, "T1")
     redis_server.stop()
     try:
         await asyncio.sleep(0.2)
         assert (await client.get("/v1/routes/T1?stale")).status == 200
-        await asyncio.sleep(1.6)
+        await asyncio.sleep(3.1)
         assert (await client.get("/v1/routes/T1?stale")).status == 503
     finally:
         redis_server.start()

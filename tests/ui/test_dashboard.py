@@ -22,7 +22,7 @@ from tests.ui.conftest import (
     topics_of,
 )
 
-WAIT_MS = 8_000
+WAIT_MS = 30_000  # a generous bound for what the page must come to show; a loaded machine is slow, not wrong
 
 
 async def open_page(browser: Any, url: str, width: int = 1280, height: int = 900) -> Any:
