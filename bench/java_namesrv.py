@@ -80,6 +80,13 @@ def home_from_args(args: argparse.Namespace) -> Path | None:
     return home
 
 
+def version_of(home: Path) -> str:
+    """The RocketMQ version of a home, from its namesrv jar's name (``?`` when it has none)."""
+    for jar in sorted((home / "lib").glob("rocketmq-namesrv-*.jar")):
+        return jar.stem.removeprefix("rocketmq-namesrv-")
+    return "?"
+
+
 class JavaNamesrv:
     """One Java NameServer process on a free port of 127.0.0.1, stopped by `stop()`."""
 

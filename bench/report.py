@@ -14,7 +14,8 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 BEGIN, END = "<!-- results:begin (bench/report.py) -->", "<!-- results:end -->"
 ORDER = ["route_query", "registration", "heartbeat", "scanner_pass", "redis_memory", "scale_workers",
-         "tcp_route_query", "tcp_registration", "tcp_reads_during_registration", "changing_reads", "fleet",
+         "tcp_route_query", "tcp_registration", "tcp_reads_during_registration", "tcp_fleet", "changing_reads",
+         "fleet",
          "analytics_197k", "analytics_992k", "analytics_992k_checkouts", "analytics_992k_prefetch"]
 TITLES = {
     "route_query": "1. Route query, one worker, 64 connections (wrk)",
@@ -26,6 +27,8 @@ TITLES = {
     "tcp_route_query": "7. Route query over RocketMQ's protocol (TCP), one worker, against the Java NameServer",
     "tcp_registration": "7b. Registration over RocketMQ's protocol (TCP), one connection, against the Java NameServer",
     "tcp_reads_during_registration": "7c. Route reads (TCP) while big brokers register, against the Java NameServer",
+    "tcp_fleet": "7d. A whole fleet over RocketMQ's protocol (TCP): cold start and steady state, against the Java "
+                 "NameServer",
     "changing_reads": "8. Random-topic route reads while another group changes (10,000 topics)",
     "fleet": "9. Fleet size: 300 broker groups, 100,000 topics",
     "analytics_197k": "10. Analytics `all` at ~200,000 pairs: the code before this round's analytics changes "
@@ -95,18 +98,28 @@ def headline(docs: dict[str, dict[str, Any]]) -> str:
         out.append(f"- Registration of {n:,} topics: first {big['first']['client_ms']:.1f} ms, unchanged "
                    f"{big['unchanged']['client_ms']:.1f} ms, changed {big['changed']['client_ms']:.1f} ms (client); "
                    f"longest registration script {docs['registration']['results']['longest_script_ms']:.1f} ms in Redis.")
-    java = [(r["metric"].split(": ")[0], r) for name in ("tcp_registration", "tcp_route_query",
-                                                           "tcp_reads_during_registration")
+    java = [(r["metric"].split(": ")[0], r, java_version(docs[name])) for name in (
+                "tcp_registration", "tcp_fleet", "tcp_route_query", "tcp_reads_during_registration")
             for r in docs.get(name, {}).get("summary", []) if r["metric"].endswith(": registry / Java")
             and ", zlib" not in r["metric"] and "whole stream" not in r["metric"]]
     if java:
-        out.append("- Against the Java NameServer 4.9.8, same run, one core each (registry / Java: the median "
-                   "of same-repetition ratios, their range; compressed forms in section 7b): " + "; ".join(
-                       f"{what} **{r['value']:.2f}x** ({r['note'].split(' over')[0]})" for what, r in java) + ".")
+        out.append("- Against the Java NameServer (its version after each figure), same run, one core each "
+                   "(registry / Java: the median of same-repetition ratios, their range; compressed forms in "
+                   "section 7b): " + "; ".join(
+                       f"{what} **{r['value']:.2f}x** ({r['note'].split(' over')[0]}; {version})"
+                       for what, r, version in java) + ".")
     if "redis_memory" in docs:
         mem = docs["redis_memory"]["results"]
         out.append(f"- Redis memory: {mem['bytes_per_pair']:.0f} bytes per (topic, broker) pair.")
     return "\n".join(out)
+
+
+def java_version(doc: dict[str, Any]) -> str:
+    """The Java NameServer a result was measured against, as its params name it."""
+    described = (doc.get("params", {}).get("targets") or {}).get("java", "")
+    words = described.split()
+    return f"Java {words[2]}" if len(words) > 2 and words[:2] == ["Java", "NameServer"] and words[2][0].isdigit() \
+        else "Java 4.9.8"
 
 
 def plot(docs: dict[str, dict[str, Any]], png: Path) -> None:

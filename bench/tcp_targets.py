@@ -128,4 +128,5 @@ def cpu_seconds(target: Target) -> float:
 
 def describe(items: list[Target]) -> dict[str, str]:
     return {t.name: (f"registry checkout {t.root}" if isinstance(t, Registry)
-                     else f"Java NameServer from {getattr(t, 'home', '?')}") for t in items}
+                     else f"Java NameServer {java_namesrv.version_of(t.home)} from {t.home}"
+                     if isinstance(t, java_namesrv.JavaNamesrv) else t.name) for t in items}
