@@ -135,7 +135,18 @@ def one_turn(target: tcp_targets.Target, shape: list[tuple[str, str, int, dict[s
         br.wait_gone(target.tcp_ports[0], ["T0", "Big0"], limit_s=120)  # the server removed the fleet
 
 
-MEASURES = ("cold_start_s", "cold_start_cpu_s", "steady_cpu_s_per_1000", "steady_s")
+# each measure with its unit
+MEASURES = {"cold_start_s": "s", "cold_start_cpu_s": "CPU-s", "steady_cpu_s_per_1000": "CPU-s per 1,000",
+            "steady_s": "s"}
+
+
+def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for form, by_target in results.items():
+        for measure, unit in MEASURES.items():
+            rows += ratio_rows(f"TCP fleet, {form}, {measure}", {name: [t[measure] for t in turns]
+                                                                  for name, turns in by_target.items()}, unit)
+    return rows
 
 
 def main() -> None:
@@ -168,16 +179,11 @@ def main() -> None:
                           flush=True)
             results[form] = by_target
         described = tcp_targets.describe(targets)
-    rows = []
-    for form, by_target in results.items():
-        for measure in MEASURES:
-            rows += ratio_rows(f"TCP fleet, {form}, {measure}", {name: [t[measure] for t in turns]
-                                                                  for name, turns in by_target.items()}, "")
     write_result(args.out, "tcp_fleet", {
         "groups": args.groups, "topics": args.topics, "big": args.big, "members": len(shape), "pairs": pairs,
         "in_flight": args.in_flight, "steady": args.steady, "forms": {f: br.FORM_NOTES[f] for f in forms},
         "reps": args.reps, "targets": described, "cores": cores.describe(),
-    }, {"by_form": results}, rows, machine)
+    }, {"by_form": results}, summary_rows(results), machine)
 
 
 if __name__ == "__main__":
