@@ -25,10 +25,10 @@ from aiohttp import web
 from service.config import Settings, StartupError
 from service.http.app import create_app as create_http_app
 from service.http.connections import HttpServer
-from service.http.context import NODE
+from service.http.app_keys import NODE
 from service.node import Node
 from service.remoting.notify import MinBrokerIdNotifier
-from service.remoting.requests import Context
+from service.remoting.requests import HandlerContext
 from service.remoting.server import RemotingServer
 from service.remoting.server_metrics import RequestCounts
 from service.store import Store
@@ -74,7 +74,7 @@ def install_remoting(app: web.Application, host: str, port: int) -> None:
     ``port`` 0 binds a free port (tests); the server, and its ``bound_port``, are then
     ``app[REMOTING]`` once the app has started."""
     node = app[NODE]
-    server = RemotingServer(Context(node), host, port)
+    server = RemotingServer(HandlerContext(node), host, port)
     node.prometheus.register(RequestCounts(server))
     app[REMOTING] = server
     notifier = MinBrokerIdNotifier() if node.settings.notify_min_broker_id_changed else None

@@ -14,7 +14,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from service.auth import TokenFile, TokenFileError, parse_credentials, parse_tokens
-from service.http.context import OBSERVER
+from service.http.app_keys import OBSERVER
 from tests.builders import identity, registration
 from tests.calls import register
 from tests.tables import snapshot

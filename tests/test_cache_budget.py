@@ -6,7 +6,7 @@ import tracemalloc
 
 import redis
 
-from service.http.context import CACHE
+from service.http.app_keys import CACHE
 from service.cache import ENTRY_OVERHEAD, ReadCache, make_answer
 from tests.builders import registration
 from tests.calls import register, route

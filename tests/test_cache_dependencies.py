@@ -13,7 +13,7 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from service.http.context import CACHE, REGISTRY, SETTINGS
+from service.http.app_keys import CACHE, REGISTRY, SETTINGS
 from service.keys import ORDER_TOPIC_CONFIG, Keys
 from service.models import RegisterRequest, validated
 from tests.builders import registration, topic_config

@@ -11,7 +11,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from service import changes
-from service.http.context import CACHE, REGISTRY
+from service.http.app_keys import CACHE, REGISTRY
 from service.keys import ORDER_TOPIC_CONFIG, Keys
 from tests.builders import registration, topic_config
 

@@ -8,7 +8,7 @@ import time
 import redis
 from aiohttp.test_utils import TestClient
 
-from service.http.context import REGISTRY, SCANNER
+from service.http.app_keys import REGISTRY, SCANNER
 from service.keys import Keys
 from tests.builders import identity, registration
 from tests.calls import register, route

@@ -17,7 +17,7 @@ import pytest
 from service.cache.answers import Stats
 from service.config import Settings
 from service.http.connections import HttpServer
-from service.http.context import CACHE
+from service.http.app_keys import CACHE
 from service.worker import create_app
 from tests.builders import registration
 

@@ -354,7 +354,7 @@ def test_the_service_monitor_scrapes_the_registry_services_http_port() -> None:
 
 
 async def test_groups_without_a_master_are_counted_at_each_scan(client: TestClient) -> None:
-    from service.http.context import SCANNER
+    from service.http.app_keys import SCANNER
 
     async def gauge() -> str:
         await client.app[SCANNER].observe_tables()
@@ -372,7 +372,7 @@ async def test_groups_without_a_master_are_counted_at_each_scan(client: TestClie
 
 
 async def test_broker_groups_are_counted_per_cluster_at_each_scan(client: TestClient) -> None:
-    from service.http.context import SCANNER
+    from service.http.app_keys import SCANNER
 
     await register(client, registration("10.0.0.1:10911", "broker-a", cluster="A"))
     await register(client, registration("10.0.0.2:10911", "broker-b", cluster="A"))
@@ -384,7 +384,7 @@ async def test_broker_groups_are_counted_per_cluster_at_each_scan(client: TestCl
 
 async def test_a_starting_worker_counts_groups_without_master_written_before_the_count_existed(
         make_client, r) -> None:
-    from service.http.context import SCANNER
+    from service.http.app_keys import SCANNER
     from service.keys import Keys
 
     first = await make_client()
@@ -427,7 +427,7 @@ async def test_labelled_counters_are_exported_from_zero_before_their_first_event
 
 
 async def test_groups_without_a_master_are_exported_by_group_and_cluster(client: TestClient) -> None:
-    from service.http.context import SCANNER
+    from service.http.app_keys import SCANNER
 
     await register(client, registration("10.0.0.2:10911", "broker-a", broker_id=1, cluster="A"))
     await register(client, registration("10.0.0.3:10911", "broker-b", broker_id=1, cluster="B"))
@@ -440,7 +440,7 @@ async def test_groups_without_a_master_are_exported_by_group_and_cluster(client:
 
 
 async def test_expiries_are_counted_by_cluster_and_unregistering_is_not(client: TestClient) -> None:
-    from service.http.context import SCANNER
+    from service.http.app_keys import SCANNER
 
     scanner = client.app[SCANNER]
     await register(client, registration("10.0.0.1:10911", "broker-a", cluster="Expiring", timeout_ms=100))

@@ -8,7 +8,7 @@ import time
 import pytest
 from aiohttp.test_utils import TestClient
 
-from service.http.context import CACHE
+from service.http.app_keys import CACHE
 from service.worker import create_app
 from service.config import ENV, Settings, from_env
 from service.http.openapi import OPERATIONS
@@ -96,7 +96,7 @@ async def test_embedded_store_serves_registration_and_expiry(aiohttp_client) -> 
 
 
 async def test_metrics_show_changes_gauges_and_redis_errors(client: TestClient) -> None:
-    from service.http.context import SCANNER
+    from service.http.app_keys import SCANNER
 
     await register(client, registration(topics=["T1", "T2"]))
     await client.post("/v1/brokers/heartbeat", json={k: registration()[k] for k in

@@ -8,7 +8,7 @@ import time
 import redis
 from aiohttp.test_utils import TestClient
 
-from service.http.context import CACHE
+from service.http.app_keys import CACHE
 from tests.builders import identity, registration, topic_config
 from tests.calls import register, route
 

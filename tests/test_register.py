@@ -231,7 +231,7 @@ async def test_a_visible_change_bumps_the_version_and_publishes_its_change_recor
 
 
 async def test_identical_reregistration_takes_the_fast_path_and_refreshes_liveness(client: TestClient, r: redis.Redis) -> None:
-    from service.http.context import REGISTRY
+    from service.http.app_keys import REGISTRY
 
     reg = registration(topics=[f"T{i}" for i in range(50)], timeout_ms=30_000)
     await register(client, reg)
@@ -253,7 +253,7 @@ async def test_fast_path_answer_carries_current_kv_and_master(client: TestClient
 
 
 async def test_identical_body_after_expiry_registers_in_full(client: TestClient, r: redis.Redis, consistent: None) -> None:
-    from service.http.context import REGISTRY, SCANNER
+    from service.http.app_keys import REGISTRY, SCANNER
 
     reg = registration(timeout_ms=200)
     await register(client, reg)

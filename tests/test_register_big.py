@@ -218,7 +218,7 @@ async def test_a_staging_that_never_published_is_invisible_and_removed_by_the_ne
 async def test_publishing_new_topics_keeps_cached_routes_of_other_topics(make_client: Any, settings: Settings) -> None:
     """The topics a staged registration brings that are new to the tables had no route: the
     change drops the TOPIC_NOT_EXIST answers, not every cached route (no flush)."""
-    from service.http.context import NODE
+    from service.http.app_keys import NODE
 
     client = await make_client()
     node = client.server.app[NODE]

@@ -7,7 +7,7 @@ import time
 
 from aiohttp.test_utils import TestClient
 
-from service.http.context import CACHE
+from service.http.app_keys import CACHE
 from tests.builders import registration, topic_config
 from tests.calls import register
 

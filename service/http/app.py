@@ -14,8 +14,8 @@ from aiohttp import web
 
 from service import auth
 from service.http.connections import quiet_malformed_requests
-from service.http.context import NODE, OPENAPI, bind
-from service.http.metrics import RequestCollector, RequestTally
+from service.http.app_keys import NODE, OPENAPI, bind
+from service.http.request_metrics import RequestCollector, RequestTally
 from service.http.observe import Observer, Unmatched
 from service.http.openapi import openapi_document
 from service.http.routes import add_routes

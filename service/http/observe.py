@@ -24,7 +24,7 @@ from yarl import URL
 from service import auth
 from service.http.connections import deadline_of
 from service.http.errors import ApiError, error_response
-from service.http.metrics import RequestTally
+from service.http.request_metrics import RequestTally
 from service.logs import REQUEST_ID, RefusalLog, new_request_id, printable
 from service.store import StoreRefusing, StoreUnavailable, outcome_text
 

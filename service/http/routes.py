@@ -8,7 +8,7 @@ from aiohttp import web
 
 from service import auth
 from service.http import views
-from service.http.context import CACHE, add_route
+from service.http.app_keys import CACHE, add_route
 from service.http.ui import add_ui_routes
 
 

@@ -33,7 +33,7 @@ from aiohttp import web
 
 from service.auth import OPEN, READ
 from service.cache import CLUSTER, Answer, make_answer
-from service.http.context import CACHE, REGISTRY, STORE, add_route
+from service.http.app_keys import CACHE, REGISTRY, STORE, add_route
 from service.http.errors import error_response, invalid
 from service.http.queue_tally import QueueTally
 from service.http.views import answer_response, compressed, etag_matches

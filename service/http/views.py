@@ -1,5 +1,5 @@
 """The HTTP front's handlers, one per endpoint of docs/api.md; service.http.routes maps paths
-to them. Each works on the worker's core through service.http.context."""
+to them. Each works on the worker's core through service.http.app_keys."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from service.cache import ANY, CLUSTER, Answer, ReadCache, make_answer
-from service.http.context import OPENAPI, WATCHES, node
+from service.http.app_keys import OPENAPI, WATCHES, node
 from service.http.errors import ApiError, error_response, invalid, topic_not_exist
 from service.http.observe import Handler
 from service.models import (

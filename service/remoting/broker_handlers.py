@@ -16,7 +16,7 @@ from service.remoting.body_deltas import plain_layout
 from service.remoting.codec import Command
 from service.remoting.requests import (
     CHANNEL,
-    Context,
+    HandlerContext,
     RemotingError,
     body_doc,
     bool_field,
@@ -64,7 +64,7 @@ def registration_digest(cmd: Command) -> str:
     return body_digest(b"remoting\0%d\0" % cmd.version, head, body[:found.start()], b"\0", body[found.end():])
 
 
-async def register_broker(ctx: Context, cmd: Command) -> Command:
+async def register_broker(ctx: HandlerContext, cmd: Command) -> Command:
     try:
         return await _register_broker(ctx, cmd)
     except RemotingError as e:
@@ -78,7 +78,7 @@ async def register_broker(ctx: Context, cmd: Command) -> Command:
         raise
 
 
-async def _register_broker(ctx: Context, cmd: Command) -> Command:
+async def _register_broker(ctx: HandlerContext, cmd: Command) -> Command:
     # Brokers send the same registration every 30 s (4.x forces a full one on that timer):
     # when it is the one this address last registered in full, only liveness is refreshed,
     # without decoding, validating or walking its topics again (as over HTTP).
@@ -114,7 +114,7 @@ def compressed_form(cmd: Command) -> bool | None:
     return False if cmd.body[:1] == b"{" else None
 
 
-def delta_request(ctx: Context, cmd: Command, key: str, data: dict[str, Any]) -> RegisterRequest | None:
+def delta_request(ctx: HandlerContext, cmd: Command, key: str, data: dict[str, Any]) -> RegisterRequest | None:
     """The request of a big body read as a change to the last one from `key`
     (service/remoting/body_deltas.py), or None: it is decoded whole. Anything a whole
     decode would refuse or skip goes the whole way, so its answer is the same."""
@@ -140,7 +140,7 @@ def delta_request(ctx: Context, cmd: Command, key: str, data: dict[str, Any]) ->
     return req
 
 
-def whole_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, Layout | None]:
+def whole_request(ctx: HandlerContext, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, Layout | None]:
     """The request, and where its body's table lies when the body may be held for the next
     one to be read as a change (see service/remoting/body_deltas.py)."""
     req, layout = register_request(ctx, cmd, data)
@@ -149,7 +149,7 @@ def whole_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> tuple[Reg
     return req, layout
 
 
-def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, Layout | None]:
+def register_request(ctx: HandlerContext, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, Layout | None]:
     """The request, and the layout of a compressed body (see bodies.Layout)."""
     layout = None
     try:
@@ -167,7 +167,7 @@ def register_request(ctx: Context, cmd: Command, data: dict[str, Any]) -> tuple[
     return request_of(ctx, cmd, data, doc), layout
 
 
-def request_of(ctx: Context, cmd: Command, data: dict[str, Any], doc: dict[str, Any]) -> RegisterRequest:
+def request_of(ctx: HandlerContext, cmd: Command, data: dict[str, Any], doc: dict[str, Any]) -> RegisterRequest:
     """The request of header fields `data` and RegisterBrokerBody `doc`."""
     data["haServerAddr"] = cmd.ext_fields.get("haServerAddr")
     data["heartbeatTimeoutMillis"] = long_field(cmd, "heartbeatTimeoutMillis", required=False)
@@ -187,13 +187,13 @@ def registration_answer(cmd: Command, result: dict[str, Any]) -> Command:
     return ok(cmd, ext, body)
 
 
-async def unregister_broker(ctx: Context, cmd: Command) -> Command:
+async def unregister_broker(ctx: HandlerContext, cmd: Command) -> Command:
     req = validate(ctx, UnregisterRequest, identity(cmd))
     await ctx.registry.unregister(req)
     return ok(cmd)
 
 
-async def broker_heartbeat(ctx: Context, cmd: Command) -> Command:
+async def broker_heartbeat(ctx: HandlerContext, cmd: Command) -> Command:
     data = {
         "clusterName": need(cmd, "clusterName"),
         "brokerAddr": need(cmd, "brokerAddr"),
@@ -211,7 +211,7 @@ async def broker_heartbeat(ctx: Context, cmd: Command) -> Command:
     return ok(cmd)
 
 
-async def query_data_version(ctx: Context, cmd: Command) -> Command:
+async def query_data_version(ctx: HandlerContext, cmd: Command) -> Command:
     data = identity(cmd)
     data["dataVersion"] = await body_doc(ctx, cmd, "DataVersion")
     req = validate(ctx, QueryDataVersionRequest, data)

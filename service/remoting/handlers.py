@@ -19,7 +19,7 @@ from service.remoting.codec import Command
 from service.remoting.namesrv_config import properties as namesrv_config_values
 from service.remoting.requests import (
     CHANNEL,
-    Context,
+    HandlerContext,
     Handler,
     RemotingError,
     body_doc,
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------- client-facing
-def stale_max_ms(ctx: Context) -> int | None:
+def stale_max_ms(ctx: HandlerContext) -> int | None:
     """With RMQ_REMOTING_STALE_READS, reads answer from the last answers this worker knew (at
     most RMQ_STALE_MAX_MS old) while Redis is unreachable, as a NameServer answers from
     memory (ReadCache.read_route); otherwise Redis' failure is the answer."""
@@ -50,7 +50,7 @@ def topic_not_exist(cmd: Command, topic: str) -> Command:
     return fail(cmd, codes.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}{FAQ_HINT}")
 
 
-async def get_route(ctx: Context, cmd: Command) -> Command:
+async def get_route(ctx: HandlerContext, cmd: Command) -> Command:
     topic = need(cmd, "topic")
     if not valid_name(topic, TOPIC_MAX):
         return topic_not_exist(cmd, topic)  # no route can exist under such a name
@@ -69,7 +69,7 @@ async def get_route(ctx: Context, cmd: Command) -> Command:
     return ok(cmd, body=answer.body)
 
 
-async def cluster_info(ctx: Context, cmd: Command) -> Command:
+async def cluster_info(ctx: HandlerContext, cmd: Command) -> Command:
     reg = ctx.registry
 
     async def fetch() -> Answer:
@@ -81,7 +81,7 @@ async def cluster_info(ctx: Context, cmd: Command) -> Command:
 
 
 def topic_list(which: str) -> Handler:
-    async def handler(ctx: Context, cmd: Command) -> Command:
+    async def handler(ctx: HandlerContext, cmd: Command) -> Command:
         cluster = name_field(cmd, "cluster") if which == "cluster" else ""
         reg = ctx.registry
 
@@ -100,7 +100,7 @@ def topic_list(which: str) -> Handler:
 def write_perm(mode: str) -> Handler:
     answer_field = {"wipe": "wipeTopicCount", "add": "addTopicCount"}[mode]
 
-    async def handler(ctx: Context, cmd: Command) -> Command:
+    async def handler(ctx: HandlerContext, cmd: Command) -> Command:
         name = name_field(cmd, "brokerName")
         assert name is not None
         count = await ctx.registry.write_perm(name, mode)
@@ -109,7 +109,7 @@ def write_perm(mode: str) -> Handler:
     return handler
 
 
-async def delete_topic(ctx: Context, cmd: Command) -> Command:
+async def delete_topic(ctx: HandlerContext, cmd: Command) -> Command:
     topic = name_field(cmd, "topic", TOPIC_MAX)
     cluster = cmd.ext_fields.get("clusterName") or None
     if cluster is not None and not valid_name(cluster):
@@ -119,7 +119,7 @@ async def delete_topic(ctx: Context, cmd: Command) -> Command:
     return ok(cmd)
 
 
-async def register_topic(ctx: Context, cmd: Command) -> Command:
+async def register_topic(ctx: HandlerContext, cmd: Command) -> Command:
     topic = name_field(cmd, "topic", TOPIC_MAX)
     doc = await body_doc(ctx, cmd, "TopicRouteData") if cmd.body else {}
     queues = doc.get("queueDatas") if isinstance(doc, dict) else None
@@ -144,7 +144,7 @@ async def register_topic(ctx: Context, cmd: Command) -> Command:
     return ok(cmd)
 
 
-async def put_kv(ctx: Context, cmd: Command) -> Command:
+async def put_kv(ctx: HandlerContext, cmd: Command) -> Command:
     namespace, key = name_field(cmd, "namespace"), name_field(cmd, "key")
     value = need(cmd, "value")
     assert namespace is not None and key is not None
@@ -155,7 +155,7 @@ async def put_kv(ctx: Context, cmd: Command) -> Command:
     return ok(cmd)
 
 
-async def get_kv(ctx: Context, cmd: Command) -> Command:
+async def get_kv(ctx: HandlerContext, cmd: Command) -> Command:
     namespace, key = name_field(cmd, "namespace"), name_field(cmd, "key")
     assert namespace is not None and key is not None
     value = await ctx.registry.kv_get(namespace, key)
@@ -164,14 +164,14 @@ async def get_kv(ctx: Context, cmd: Command) -> Command:
     return ok(cmd, {"value": value})
 
 
-async def delete_kv(ctx: Context, cmd: Command) -> Command:
+async def delete_kv(ctx: HandlerContext, cmd: Command) -> Command:
     namespace, key = name_field(cmd, "namespace"), name_field(cmd, "key")
     assert namespace is not None and key is not None
     await ctx.registry.kv_delete(namespace, key)
     return ok(cmd)
 
 
-async def kv_list(ctx: Context, cmd: Command) -> Command:
+async def kv_list(ctx: HandlerContext, cmd: Command) -> Command:
     namespace = name_field(cmd, "namespace")
     assert namespace is not None
     table = await ctx.registry.kv_table(namespace)
@@ -180,7 +180,7 @@ async def kv_list(ctx: Context, cmd: Command) -> Command:
     return ok(cmd, body=bodies.kv_table(table))
 
 
-async def broker_member_group(ctx: Context, cmd: Command) -> Command:
+async def broker_member_group(ctx: HandlerContext, cmd: Command) -> Command:
     """GET_BROKER_MEMBER_GROUP (5.x): the group's members; the cluster is the one asked
     for, and an unknown group has no members, as RouteInfoManager answers."""
     cluster, name = name_field(cmd, "clusterName"), name_field(cmd, "brokerName")
@@ -189,13 +189,13 @@ async def broker_member_group(ctx: Context, cmd: Command) -> Command:
     return ok(cmd, body=bodies.member_group(cluster, name, addrs))
 
 
-async def namesrv_config(ctx: Context, cmd: Command) -> Command:
+async def namesrv_config(ctx: HandlerContext, cmd: Command) -> Command:
     """GET_NAMESRV_CONFIG: the Java NameServer's keys that apply, then the worker's settings
     (service.remoting.namesrv_config); no credentials."""
     return ok(cmd, body=bodies.properties(namesrv_config_values(ctx.settings, ctx.listen_port)))
 
 
-async def update_namesrv_config(ctx: Context, cmd: Command) -> Command:
+async def update_namesrv_config(ctx: HandlerContext, cmd: Command) -> Command:
     return fail(cmd, codes.NO_PERMISSION, "settings come from the environment (RMQ_* variables) and apply to every "
                 "worker alike: change them in the deployment, not through UPDATE_NAMESRV_CONFIG")
 
@@ -229,7 +229,7 @@ HANDLERS: dict[int, Handler] = {
 }
 
 
-async def dispatch(ctx: Context, cmd: Command, timeout: float) -> Command:
+async def dispatch(ctx: HandlerContext, cmd: Command, timeout: float) -> Command:
     """The answer to one request; never raises (a failed request must not end the connection)."""
     if ctx.keys is not None:
         channel = CHANNEL.get()

@@ -61,7 +61,7 @@ class RemotingError(Exception):
         self.remark = remark
 
 
-class Context:
+class HandlerContext:
     """What the handlers share: the worker's registry, cache and settings (its Node)."""
 
     def __init__(self, node: Node) -> None:
@@ -80,7 +80,7 @@ class Context:
         self.deltas = BodyDeltas()  # big brokers' last bodies: the next is read as a change
 
 
-Handler = Callable[[Context, Command], Awaitable[Command]]
+Handler = Callable[[HandlerContext, Command], Awaitable[Command]]
 
 
 # ---------------------------------------------------------------------- helpers
@@ -123,14 +123,14 @@ def name_field(cmd: Command, name: str, max_length: int = 255, required: bool = 
     return value
 
 
-def validate(ctx: Context, model: type[M], data: dict[str, Any]) -> M:
+def validate(ctx: HandlerContext, model: type[M], data: dict[str, Any]) -> M:
     try:
         return validated(model, data, ctx.settings)
     except ValidationError as e:
         raise RemotingError(codes.SYSTEM_ERROR, f"invalid request: {describe(e)}") from None
 
 
-async def body_doc(ctx: Context, cmd: Command, what: str) -> Any:
+async def body_doc(ctx: HandlerContext, cmd: Command, what: str) -> Any:
     try:
         return await decoded(ctx, cmd, lambda: bodies.json_body(cmd.body, what))
     except bodies.BodyError as e:
@@ -142,7 +142,7 @@ SMALL_BODY = 4096
 T = TypeVar("T")
 
 
-async def decoded(ctx: Context, cmd: Command, decode: Callable[[], T]) -> T:
+async def decoded(ctx: HandlerContext, cmd: Command, decode: Callable[[], T]) -> T:
     """``decode()`` of a request's body. A larger body waits for its turn: one at a time
     per worker, each after the I/O that arrived meanwhile, so that pipelined bodies
     costing milliseconds each never run back to back while other clients wait; a big one

@@ -41,7 +41,7 @@ from service.remoting import codec, codes, proxy
 from service.remoting.byte_budget import ByteBudget
 from service.remoting.connection import Connection
 from service.remoting.handlers import dispatch
-from service.remoting.requests import CHANNEL, SMALL_BODY, Channel, Context
+from service.remoting.requests import CHANNEL, SMALL_BODY, Channel, HandlerContext
 from service.remoting.route_reads import RouteReads
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ _NO_LIMIT = contextlib.nullcontext()
 
 
 class RemotingServer:
-    def __init__(self, ctx: Context, host: str, port: int, *, max_in_flight: int = 256, max_running: int = 64,
+    def __init__(self, ctx: HandlerContext, host: str, port: int, *, max_in_flight: int = 256, max_running: int = 64,
                  request_timeout: float | None = None) -> None:
         self.ctx = ctx
         self.host = host

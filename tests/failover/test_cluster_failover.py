@@ -22,7 +22,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from service.config import Settings
-from service.http.context import NODE
+from service.http.app_keys import NODE
 from service.worker import create_app
 from tests.failover.load import assert_nothing_acknowledged_lost, outcome, run_load, workers_settings
 from tests.processes import console_script, start, wait_http

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from service.remoting import bodies, codes, fastjson
-from service.http.context import REGISTRY
+from service.http.app_keys import REGISTRY
 from tests.remoting import broker5
 from tests.remoting.client import RemotingClient, request
 from tests.remoting.frames import route

@@ -6,7 +6,7 @@ import orjson
 import pytest
 import redis
 
-from service.http.context import CACHE, REGISTRY
+from service.http.app_keys import CACHE, REGISTRY
 from service.remoting import codec, codes, fastjson
 from tests.builders import registration, topic_config
 from tests.remoting.client import RemotingClient, request

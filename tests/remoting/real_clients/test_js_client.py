@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from service.http.context import REGISTRY, SETTINGS
+from service.http.app_keys import REGISTRY, SETTINGS
 from service.models import RegisterRequest, validated
 from service.remoting import acl, codes, fastjson
 from tests.builders import registration
