@@ -118,8 +118,9 @@ class Registry:
 
     # A master whose group is new and that registers this many topics or more is staged
     # (lua/register_stage.lua) in slices of STAGE_SLICE, so that no script runs long.
-    STAGE_MIN = 500  # a first registration of 1,999 topics in one script ran 28-40 ms in Redis
-    STAGE_SLICE = 300  # ~2.5 ms a slice in Redis on an idle core, under 20 ms on a core shared six ways
+    # (bench/README.md, section 7b's "longest script" rows: what one slice costs Redis)
+    STAGE_MIN = 500
+    STAGE_SLICE = 300
 
     async def register(self, req: RegisterRequest, channel: str = "", digest: str = "") -> dict[str, Any]:
         """``channel``: the remoting connection it came on, whose close may remove it;

@@ -72,9 +72,8 @@ DEFAULT_SCAN_COUNT = 100
 DEFAULT_PIPELINE = 100
 # A broker-topics hash of up to DEFAULT_HGETALL_MAX fields is read whole (HGETALL), a bigger
 # one in HSCAN pages of about DEFAULT_HSCAN_COUNT: each call then returns at most ~1,000
-# fields, ~0.4 ms of Redis (a fleet's ~3,300-field HGETALLs took ~0.6-1.3 ms, and 9-54 ms
-# on a loaded host). An HSCAN field costs Redis ~2.5x an HGETALL one: ~0.6 s instead of
-# ~0.2 s for `all` at a million pairs (bench/README.md, "Analytics at fleet size").
+# fields, so no one call holds Redis long, though an HSCAN field costs Redis more than an
+# HGETALL one (bench/README.md, "Analytics at fleet size", gives both).
 DEFAULT_HSCAN_COUNT = 1000
 DEFAULT_HGETALL_MAX = 1000
 
@@ -309,9 +308,9 @@ def _index_read(spark: Any, kind: str, schema: Any, opts: Mapping[str, str], key
 
 def queue_batches(spark: Any, options: Mapping[str, Any] | None, keys: Keys, index: Index) -> list[Any]:
     """The index reader's ``queue`` rows as Arrow batches, one per broker name. Fetched
-    while Spark is idle: a thread fetching them during the snapshot's stages saved ~2 s of
-    wall time on 2 cores but, on a host Redis shares, took its longest call from ~4 ms to
-    9-62 ms (bench/README.md)."""
+    while Spark is idle: a thread fetching them during the snapshot's stages saved some
+    wall time on 2 cores but, on a host Redis shares, made its longest Redis call several
+    times longer (bench/README.md, sections 10c and 10d)."""
     from service.keys import encode_name
 
     opts = {k: str(v) for k, v in (options or {}).items() if v is not None}

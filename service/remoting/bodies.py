@@ -305,8 +305,9 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> tupl
 _LINE = re.compile(rb"^([^ \n]+) ([0-9]{1,9}) ([0-9]{1,9}) ([0-9]{1,9}) [^\n]*$", re.M)
 
 
-# Lines read through the regex in one call: about 0.75 ms of holding the GIL (see
-# SLICE_BYTES), where all 10,000 of a broker's took 7.5 ms.
+# Lines read through the regex in one call: the decoding thread holds the GIL for one such
+# call, so all 10,000 of a broker's lines at once would hold the event loop's reads that
+# much longer (see SLICE_BYTES; bench/README.md, section 7c).
 LINES_AT_ONCE = 1_000
 
 

@@ -146,7 +146,7 @@ async def decoded(ctx: HandlerContext, cmd: Command, decode: Callable[[], T]) ->
     """``decode()`` of a request's body. A larger body waits for its turn: one at a time
     per worker, each after the I/O that arrived meanwhile, so that pipelined bodies
     costing milliseconds each never run back to back while other clients wait; a big one
-    (a 10,000-topic registration takes tens of ms) runs in a thread, so the event loop
+    (a 10,000-topic registration's, bench/README.md section 7b) runs in a thread, so the event loop
     answers route reads meanwhile."""
     if len(cmd.body) <= SMALL_BODY:
         return decode()
