@@ -53,7 +53,7 @@ local mappings = cjson.decode(ARGV[19] or '[]')
 
 -- the caller's copy is out of date: nothing is applied, it sends the whole table again
 if diff_mode and redis.call('HGET', K.broker(name), 'topicsGen') ~= ARGV[15] then
-  return {redis.call('GET', KEYS[1]) or '0', 0, 0, '', '', {}, 'stale', '', 0}
+  return {redis.call('GET', KEYS[1]) or '0', 0, 0, '', '', {}, 'stale', '', 0, ''}
 end
 
 -- A staged first registration (register_stage.lua) is published by this one: its pairs

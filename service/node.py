@@ -55,10 +55,10 @@ class Node:
                         "(single process, NOT durable: everything is lost on exit)")
         try:
             await connect(self.store, settings)
-            indexed = await self.store.run("topic_index_sync", [])
+            indexed = await self.registry.scripts.topic_index_sync()
             if indexed:
                 log.info("indexed %d topics by name (first start after an upgrade)", indexed)
-            await self.store.run("masterless_sync", [])
+            await self.registry.scripts.masterless_sync()
         except StoreUnavailable as e:  # it answered a moment ago: serve, 503 until it is back
             log.warning("Redis unavailable at start (%s); serving 503 until it returns", e)
         self._tasks = [

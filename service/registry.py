@@ -16,6 +16,7 @@ from service.models import (
     UnregisterRequest,
 )
 from service import registration
+from service.scripts import Answer, Removed, Scripts
 from service.shared_reads import SharedReads
 from service.store import Store
 
@@ -35,24 +36,23 @@ def _pairs(flat: list[Any]) -> dict[str, str]:
     return {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
-def _broker_data(row: list[Any]) -> dict[str, Any]:
-    name, cluster, addrs, acting, zone = row
-    by_id = _pairs(addrs)
+def _broker_data(row: tuple[str, str, dict[str, str], bool, str | None]) -> dict[str, Any]:
+    name, cluster, by_id, acting, zone = row
     data: dict[str, Any] = {
-        "cluster": _s(cluster),
-        "brokerName": _s(name),
+        "cluster": cluster,
+        "brokerName": name,
         "brokerAddrs": {k: by_id[k] for k in sorted(by_id, key=int)},
     }
     # as route.lua writes BrokerData: only when set (the HTTP contract's documents stay as they were)
-    if acting and _s(acting) == "1":
+    if acting:
         data["enableActingMaster"] = True
     if zone:
-        data["zoneName"] = _s(zone)
+        data["zoneName"] = zone
     return data
 
 
-# where a script that changes a group's members returns its notices (JSON, '' for none)
-NOTICES_AT = {"register": 9, "unregister": 2, "channel_closed": 2, "destroy": 2}
+def _answer(answer: Answer) -> dict[str, Any]:
+    return {"masterAddr": answer.master_addr, "haServerAddr": answer.master_ha, "kvTable": answer.kv}
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ class Route:
 class Registry:
     def __init__(self, store: Store, on_change: Callable[[Any], None] | None = None) -> None:
         self.store = store
+        self.scripts = Scripts(store)
         self.settings = store.settings
         # told each change script's first result (its change record, or the bare version),
         # so this worker's own cache reads its writes at once instead of when the change
@@ -87,34 +88,27 @@ class Registry:
         # members (lua/_lib.lua note_min_change), when set (RMQ_NOTIFY_MIN_BROKER_ID_CHANGED)
         self.on_notices: Callable[[list[dict[str, Any]]], None] | None = None
 
-    async def _change(self, script: str, args: Sequence[str | int | bytes]) -> list[Any]:
-        result = await self.store.run(script, args)
+    def _applied(self, script: str, change: Any, notices: list[dict[str, Any]] | None = None) -> None:
+        """A change script ran: counted, its change told to the cache, its notices sent on."""
         self.operations[script] += 1
         if self.on_change is not None:
-            self.on_change(result[0])
-        at = NOTICES_AT.get(script)
-        if at is not None and len(result) > at and result[at] and self.on_notices is not None:
-            self.on_notices(orjson.loads(result[at]))
-        return result
+            self.on_change(change)
+        if notices and self.on_notices is not None:
+            self.on_notices(notices)
+
+    def _removed(self, script: str, result: Removed) -> bool:
+        self._applied(script, result.change, result.notices)
+        return result.removed
 
     # ------------------------------------------------------------------ broker-facing
     async def register_unchanged(self, digest: str, channel: str = "") -> dict[str, Any] | None:
         """The answer when ``digest`` is the body an address last registered in full and
         nothing changed since (liveness refreshed); None when a full registration is needed."""
-        result = await self.store.run("register_unchanged", [digest, channel])
-        if not int(result[0]):
+        answer = await self.scripts.register_unchanged(digest, channel)
+        if answer is None:
             return None
         self.operations["register_unchanged"] += 1
-        return self._answer(*result[1:])
-
-    @staticmethod
-    def _answer(master_found: Any, master_addr: Any, master_ha: Any, kv: list[Any]) -> dict[str, Any]:
-        found = bool(int(master_found))
-        return {
-            "masterAddr": _s(master_addr) if found else None,
-            "haServerAddr": (_s(master_ha) or None) if found else None,
-            "kvTable": _pairs(kv),
-        }
+        return _answer(answer)
 
     # A master whose group is new and that registers this many topics or more is staged
     # (lua/register_stage.lua) in slices of STAGE_SLICE, so that no script runs long.
@@ -132,14 +126,13 @@ class Registry:
         mappings = wrapper.topicQueueMappingInfoMap
         # RocketMQ 5 leaves a broker with static topics out of this rule
         delete_absent = self.settings.delete_topic_with_broker_registration and not mappings
-        head: list[str | int | bytes] = [
-            req.clusterName, req.brokerAddr, req.brokerName, req.brokerId,
-            req.haServerAddr or "", timeout, wrapper.dataVersion.canonical(),
-            "keep" if req.filterServerList is None else "set", "1" if delete_absent else "0",
-        ]
-        tail = [orjson.dumps(req.filterServerList or []), channel, digest]
         acting = "" if req.enableActingMaster is None else "1" if req.enableActingMaster else "0"
-        extra = [acting, req.zoneName or "", registration.mapping_args(mappings)]
+        common: dict[str, Any] = dict(
+            cluster=req.clusterName, addr=req.brokerAddr, name=req.brokerName, broker_id=req.brokerId,
+            ha_addr=req.haServerAddr or "", timeout_ms=timeout, data_version=wrapper.dataVersion.canonical(),
+            keep_filters=req.filterServerList is None, delete_absent=delete_absent,
+            filters=orjson.dumps(req.filterServerList or []), channel=channel, digest=digest, acting=acting,
+            zone=req.zoneName or "", mappings=registration.mapping_args(mappings))
         name, master = req.brokerName, req.brokerId == 0
         # a 4.x slave's topics are never stored; a 5.x slave's are when it is its group's
         # prime slave (the script decides: it sees the group's members)
@@ -157,23 +150,24 @@ class Registry:
                 break
             generation, held = copy
             plan = await registration.off_loop(size, registration.plan, held, fps, delete_absent)
-            args = head + [orjson.dumps(registration.flat(plan.changed)), *tail, "diff", generation,
-                           orjson.dumps(plan.absent), *extra]
-            result = await self._change("register", args)
-            if _s(result[6]) == "ok":
-                fresh = plan.if_rewritten if int(result[8]) else plan.if_not
-                self.copies.put(name, _s(result[7]), fresh)
+            result = await self.scripts.register(**common, topics=orjson.dumps(registration.flat(plan.changed)),
+                                                 mode="diff", generation=generation, absent=orjson.dumps(plan.absent))
+            self._applied("register", result.change, result.notices)
+            if result.status == "ok":
+                fresh = plan.if_rewritten if result.rewritten else plan.if_not
+                self.copies.put(name, result.generation, fresh)
                 self.register_paths["diff"] += 1
-                return self._answer(*result[2:6])
+                return _answer(result.answer)
             self.register_paths["stale"] += 1
             self.copies.drop(name)  # out of date: the whole table goes
             copy = None
         flat = await registration.off_loop(size, lambda: orjson.dumps(registration.flat(fps)))
-        result = await self._change("register", head + [flat, *tail, "full", "", b"[]", *extra])
+        result = await self.scripts.register(**common, topics=flat, mode="full", generation="", absent=b"[]")
+        self._applied("register", result.change, result.notices)
         if master:
-            self.copies.put(name, _s(result[7]), fps)
+            self.copies.put(name, result.generation, fps)
         self.register_paths["full"] += 1
-        return self._answer(*result[2:6])
+        return _answer(result.answer)
 
     async def _stage(self, name: str, fps: dict[str, str]) -> tuple[str, dict[str, str]] | None:
         """Writes the QueueData of a new group's master a slice at a time, where no reader
@@ -187,18 +181,19 @@ class Registry:
         slices = [orjson.dumps(flat[i:i + step]) for i in range(0, len(flat), step)]
         generation = ""
         for _ in range(len(fps) // 1000 + 2):  # an earlier staging's leftovers, 1,000 a call
-            result = await self._change("register_stage", [name, "", slices[0]])
-            status = _s(result[1])
-            if status == "published":
+            staged = await self.scripts.register_stage(name, "", slices[0])
+            self._applied("register_stage", staged.change)
+            if staged.status == "published":
                 return None
-            if status == "staged":
-                generation = _s(result[2])
+            if staged.status == "staged":
+                generation = staged.detail
                 break
         if not generation:
             return None
         for part in slices[1:]:
-            result = await self._change("register_stage", [name, generation, part])
-            if _s(result[1]) != "staged":
+            staged = await self.scripts.register_stage(name, generation, part)
+            self._applied("register_stage", staged.change)
+            if staged.status != "staged":
                 return None
         self.register_paths["staged"] += 1
         return generation, fps
@@ -228,30 +223,28 @@ class Registry:
 
     async def heartbeat(self, req: HeartbeatRequest, channel: str = "") -> bool:
         """True when the broker is registered and alive (its liveness is then refreshed)."""
-        result = await self.store.run("heartbeat", [req.brokerAddr, req.brokerName, req.brokerId, channel])
+        alive = await self.scripts.heartbeat(req.brokerAddr, req.brokerName, req.brokerId, channel) is not None
         self.operations["heartbeat"] += 1
-        return bool(int(result[0]))
+        return alive
 
     async def query_data_version(self, req: QueryDataVersionRequest, channel: str = "") -> dict[str, Any]:
-        result = await self.store.run("heartbeat", [req.brokerAddr, req.brokerName, req.brokerId, channel])
-        stored = _s(result[1]) if int(result[0]) and result[1] else None
+        stored = await self.scripts.heartbeat(req.brokerAddr, req.brokerName, req.brokerId, channel) or None
         return {
             "changed": stored != req.dataVersion.canonical(),
             "nameServerDataVersion": orjson.loads(stored) if stored else None,
         }
 
     async def unregister(self, req: UnregisterRequest) -> None:
-        await self._change("unregister", [req.clusterName, req.brokerAddr, req.brokerName, req.brokerId])
+        self._removed("unregister", await self.scripts.unregister(req.clusterName, req.brokerAddr, req.brokerName,
+                                                                  req.brokerId))
 
     async def channel_closed(self, addr: str, channel: str) -> bool:
         """A remoting connection closed; True when the broker it still owned was removed."""
-        result = await self._change("channel_closed", [addr, channel])
-        return bool(int(result[1]))
+        return self._removed("channel_closed", await self.scripts.channel_closed(addr, channel))
 
     async def destroy(self, addr: str) -> bool:
         """Expiry of one address; True when it was due and removed."""
-        result = await self._change("destroy", [addr])
-        return bool(int(result[1]))
+        return self._removed("destroy", await self.scripts.destroy(addr))
 
     # ------------------------------------------------------------------ client-facing
     async def route(self, topic: str) -> Route:
@@ -260,16 +253,15 @@ class Registry:
         return await self.route_reads.read(topic, lambda: self._route(topic))
 
     async def _route(self, topic: str) -> Route:
-        order = "1" if self.settings.order_message_enable else "0"
-        acting = "1" if self.settings.support_acting_master else "0"
-        version, body, names = await self.store.run("route", [topic, order, acting])
-        return Route(int(version), bytes(body) if body else None, [_s(n) for n in names])
+        read = await self.scripts.route(topic, self.settings.order_message_enable, self.settings.support_acting_master)
+        return Route(read.version, read.body, read.names)
 
     async def cluster_info(self) -> tuple[int, dict[str, Any]]:
-        version, clusters, brokers = await self.store.run("cluster_info", [])
-        return int(version), {
-            "brokerAddrTable": {d["brokerName"]: d for d in sorted(map(_broker_data, brokers), key=lambda d: d["brokerName"])},
-            "clusterAddrTable": {_s(c): sorted(_s(n) for n in names) for c, names in sorted(clusters)},
+        read = await self.scripts.cluster_info()
+        return read.version, {
+            "brokerAddrTable": {d["brokerName"]: d for d in sorted(map(_broker_data, read.brokers),
+                                                                   key=lambda d: d["brokerName"])},
+            "clusterAddrTable": {c: sorted(names) for c, names in sorted(read.clusters)},
         }
 
     # Slice sizes of a topic list (lua/topic_lists.lua): each call stays within a few ms at
@@ -280,40 +272,38 @@ class Registry:
     async def topic_list(self, which: str, cluster: str = "") -> tuple[int, dict[str, Any]]:
         size = self.LIST_SLICES.get(which, self.LIST_SLICE_DEFAULT)
         found: set[str] = set()
-        cursor: Any = ""
+        cursor = ""
         version = None
         while True:
-            slice_version, names, broker_addr, cursor = await self.store.run("topic_lists", [which, cluster, cursor, size])
-            version = slice_version if version is None else version
-            found.update(_s(n) for n in names)
+            part = await self.scripts.topic_lists(which, cluster, cursor, size)
+            version = part.version if version is None else version
+            found.update(part.names)
+            cursor = part.cursor
             if not cursor:
                 break
-            cursor = _s(cursor)
         body: dict[str, Any] = {"topicList": sorted(found)}
         if which == "system":
-            body["brokerAddr"] = _s(broker_addr) or None
-        return int(version), body
+            body["brokerAddr"] = part.broker_addr
+        return version, body
 
     # ------------------------------------------------------------------ admin
     async def write_perm(self, broker_name: str, mode: str) -> int:
-        result = await self._change("write_perm", [broker_name, mode])
-        return int(result[1])
+        result = await self.scripts.write_perm(broker_name, mode == "wipe")
+        self._applied("write_perm", result.change)
+        return result.count
 
     async def delete_topic(self, topic: str, cluster: str | None) -> None:
-        await self._change("delete_topic", [topic, cluster or ""])
+        self._applied("delete_topic", (await self.scripts.delete_topic(topic, cluster or "")).change)
 
     async def register_topic(self, topic: str, queues: Sequence[tuple[str, int, int, int, int]]) -> None:
         """QueueData for existing broker names (RocketMQ REGISTER_TOPIC_IN_NAMESRV)."""
-        args: list[str | int] = [topic, len(queues)]
-        for queue in queues:
-            args += list(queue)
-        await self._change("register_topic", args)
+        self._applied("register_topic", (await self.scripts.register_topic(topic, queues)).change)
 
     async def kv_put(self, namespace: str, key: str, value: str) -> None:
-        await self._change("kv_put", [namespace, key, value])
+        self._applied("kv_put", await self.scripts.kv_put(namespace, key, value))
 
     async def kv_delete(self, namespace: str, key: str) -> None:
-        await self._change("kv_delete", [namespace, key])
+        self._applied("kv_delete", await self.scripts.kv_delete(namespace, key))
 
     async def member_group(self, name: str) -> tuple[str | None, dict[str, str]]:
         """A broker group's cluster (None when the group is unknown) and its brokerId -> address."""

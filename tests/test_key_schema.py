@@ -158,3 +158,18 @@ def test_read_scripts_write_nothing() -> None:
 
     writers = {name: WRITES.findall((ROOT / "lua" / f"{name}.lua").read_text()) for name in READ_SCRIPTS}
     assert {name: found for name, found in writers.items() if found} == {}
+
+
+# ---------------------------------------------------------------------- the typed boundary
+def test_only_service_scripts_runs_a_script_or_knows_its_argument_order() -> None:
+    runs = re.compile(r"\.run\(\s*[\"']|store\.run\(")
+    callers = [str(p.relative_to(ROOT)) for p in (ROOT / "service").rglob("*.py")
+               if p.name not in ("scripts.py", "store.py") and runs.search(p.read_text())]
+    assert callers == []
+
+
+def test_every_script_has_its_typed_method() -> None:
+    from service.scripts import Scripts
+    from service.store import SCRIPTS
+
+    assert [name for name in SCRIPTS if not callable(getattr(Scripts, name, None))] == []

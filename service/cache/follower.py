@@ -15,6 +15,7 @@ from typing import Any
 
 from service import changes
 from service.changes import Change
+from service.scripts import Scripts
 from service.store import REDIS_FAILURES, Store, StoreUnavailable, redis_failure
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ class Follower:
         self.confirmed_at = float("-inf")  # when a poll that found everything applied was sent
         self.unreachable = False  # the last poll failed: Redis is down or not answering
         self._polling: asyncio.Future[None] | None = None  # the poll under way, shared
+        self.scripts = Scripts(self.store)
 
     def _evict(self, change: Change) -> None:
         raise NotImplementedError
@@ -81,8 +83,7 @@ class Follower:
         sent = time.monotonic()
         # both taken before the call: the channel may move them while it is under way
         since, anchor = self.seq, self.anchor
-        version_raw, records = await self.store.run("changes_since", [since])
-        version = int(version_raw)
+        version, records = await self.scripts.changes_since(since)
         if not self._catch_up(since, anchor, version, records):
             log.info("change records %s..%s not replayable; flushing the read cache", since, version)
             self._reset(version, bytes(records[0]) if records else None)

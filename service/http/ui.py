@@ -37,13 +37,10 @@ from service.http.app_keys import CACHE, REGISTRY, STORE, add_route
 from service.http.errors import error_response, invalid
 from service.http.queue_tally import QueueTally
 from service.http.views import answer_response, compressed, etag_matches
-from service.store import SCRIPTS, Store
 
 log = logging.getLogger(__name__)
 
 STATIC_DIR = "ui_static"
-LIVE_SCRIPT = "live_brokers"
-SUMMARY_SCRIPT = "topic_summary"
 
 # The page loads nothing but its own files; no inline script or style.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -55,8 +52,6 @@ PAGE_HEADERS = {
     "Cache-Control": "no-cache",
 }
 
-# Set in the per-app script table when the store does not load the script itself.
-_UI_SCRIPTS = web.AppKey("ui_scripts", dict)
 _UI_ASSETS = web.AppKey("ui_assets", dict)
 _TALLY = web.AppKey("ui_queue_tally", QueueTally)
 
@@ -124,34 +119,6 @@ async def asset(request: web.Request) -> web.Response:
     return _asset_response(request, request.match_info["path"])
 
 
-# ---------------------------------------------------------------------- read scripts
-def _lua_dir() -> Any:
-    # as service/store.py finds them: package data when installed, lua/ in a checkout
-    try:
-        return resources.files("service.lua")
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "lua"
-
-
-def _source(name: str) -> str:
-    base = _lua_dir()
-    prelude = (base / "_lib.lua").read_text(encoding="utf-8")
-    return prelude + (base / f"{name}.lua").read_text(encoding="utf-8")
-
-
-async def run_script(app: web.Application, name: str, args: list[str | int] | None = None) -> Any:
-    """A read script: the store's own when service/store.py loads it, else one of ours
-    (registered on the store's client; redis-py loads it on NOSCRIPT)."""
-    store: Store = app[STORE]
-    if name in SCRIPTS:
-        return await store.run(name, args or [])
-    scripts = app[_UI_SCRIPTS]
-    script = scripts.get(name)
-    if script is None:
-        script = scripts[name] = store.redis.register_script(_source(name))
-    return await store.call(script(keys=[store.keys.version], args=list(args or [])))
-
-
 # Page sizes: a page is one Lua call whose cost follows its size (no call runs long at
 # 300 broker groups and 100,000 topics); a request without `limit` gets the default.
 SUMMARY_LIMIT, SUMMARY_MAX = 200, 300
@@ -177,7 +144,7 @@ async def live_brokers(app: web.Application, cursor: str = "", limit: int = LIVE
                 raise ValueError
         except ValueError:
             raise invalid("cursor is not one this server gave") from None
-    version, now, rows, next_group = await run_script(app, LIVE_SCRIPT, [cursor, limit])
+    version, now, rows, next_group = await app[REGISTRY].scripts.live_brokers(cursor, limit)
     now = int(_s(now))
     brokers = []
     for addr, cluster, name, broker_id, ha, last, timeout, data_version, deadline, acting, zone in rows:
@@ -210,8 +177,8 @@ async def live_brokers(app: web.Application, cursor: str = "", limit: int = LIVE
 
 async def topic_summary(app: web.Application, cursor: str = "", limit: int = SUMMARY_LIMIT, prefix: str = "",
                         order_only: bool = False) -> tuple[int, dict[str, Any]]:
-    version, topics, next_cursor, total, order_total = await run_script(
-        app, SUMMARY_SCRIPT, [cursor, limit, prefix, "1" if order_only else "0"])
+    version, topics, next_cursor, total, order_total = await app[REGISTRY].scripts.topic_summary(
+        cursor, limit, prefix, order_only)
     return int(_s(version)), {"topics": [
         {
             "topic": _s(topic),
@@ -378,7 +345,6 @@ def add_ui_routes(app: web.Application) -> None:
     method slips past their auth check."""
     if any(getattr(r, "canonical", None) == "/v1/brokers/live" for r in app.router.resources()):
         return
-    app[_UI_SCRIPTS] = {}
     app[_UI_ASSETS] = load_assets()
     app[_TALLY] = QueueTally()
     app.on_response_prepare.append(add_last_reached)

@@ -1,0 +1,198 @@
+"""The typed boundary to the scripts in lua/: one method per script, its arguments by name,
+its result as a named tuple. The only Python that knows a script's ARGV order and the
+order of what it returns (each script's header comment says the same; the two change
+together). Callers never name a script or build an argument list.
+
+A change script's first result is its change record (or the bare version when nothing
+visible changed): ``change`` in every result that has one, for the caller's cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import orjson
+
+from service.store import Store
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, str]:
+    return {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def _notices(raw: Any) -> list[dict[str, Any]]:
+    """NOTIFY_MIN_BROKER_ID_CHANGE notices (lua/_lib.lua ``note_min_change``): JSON, '' for none."""
+    return orjson.loads(raw) if raw else []
+
+
+class Answer(NamedTuple):
+    """What a registration's answer carries (lua/_lib.lua ``registration_answer``)."""
+
+    master_addr: str | None  # a slave's live master
+    master_ha: str | None
+    kv: dict[str, str]  # the ORDER_TOPIC_CONFIG namespace
+
+
+def _answer(master_found: Any, master_addr: Any, master_ha: Any, kv: Sequence[Any]) -> Answer:
+    found = bool(int(master_found))
+    return Answer(_s(master_addr) if found else None, (_s(master_ha) or None) if found else None, _pairs(kv))
+
+
+class Registered(NamedTuple):
+    change: Any
+    changed: bool  # a visible change
+    answer: Answer
+    status: str  # 'ok', or 'stale': mode 'diff' with a copy out of date, nothing applied
+    generation: str  # the group's new topicsGen when the caller's copy is now exact, else ''
+    rewritten: bool  # the QueueData were compared in full (first registration or new dataVersion)
+    notices: list[dict[str, Any]]
+
+
+class Staged(NamedTuple):
+    change: Any
+    status: str  # 'staged', 'published', 'cleaning' or 'stale' (lua/register_stage.lua)
+    detail: str  # 'staged': the generation; 'cleaning': how many leftovers remain; else ''
+
+
+class Removed(NamedTuple):
+    change: Any
+    removed: bool
+    notices: list[dict[str, Any]]
+
+
+class Counted(NamedTuple):
+    change: Any
+    count: int
+
+
+class RouteRead(NamedTuple):
+    version: int
+    body: bytes | None  # docs/api.md's JSON; None: TOPIC_NOT_EXIST
+    names: list[str]  # the broker groups it names
+
+
+class ClusterRead(NamedTuple):
+    version: int
+    clusters: list[tuple[str, list[str]]]  # cluster -> its broker names
+    brokers: list[tuple[str, str, dict[str, str], bool, str | None]]  # name, cluster, id -> addr, acting, zone
+
+
+class TopicSlice(NamedTuple):
+    version: int
+    names: list[str]
+    broker_addr: str | None  # the 'system' list's
+    cursor: str  # '' when the list is done
+
+
+class Scripts:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # ------------------------------------------------------------------ broker-facing
+    async def register(self, *, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str, timeout_ms: int,
+                       data_version: str, keep_filters: bool, delete_absent: bool, topics: bytes, filters: bytes,
+                       channel: str, digest: str, mode: str, generation: str, absent: bytes, acting: str, zone: str,
+                       mappings: bytes) -> Registered:
+        """lua/register.lua. `topics`: the JSON [topic, fingerprint, ...] (mode 'full': the
+        whole table; 'diff': what differs from the copy of `generation`, `absent` the
+        copy's topics not sent); `acting` '1'/'0'/'' (no header: a broker before 5.0)."""
+        r = await self.store.run("register", [
+            cluster, addr, name, broker_id, ha_addr, timeout_ms, data_version, "keep" if keep_filters else "set",
+            "1" if delete_absent else "0", topics, filters, channel, digest, mode, generation, absent, acting, zone,
+            mappings])
+        return Registered(r[0], bool(int(r[1])), _answer(*r[2:6]), _s(r[6]), _s(r[7]), bool(int(r[8])),
+                          _notices(r[9]))
+
+    async def register_stage(self, name: str, generation: str, topics: bytes) -> Staged:
+        """lua/register_stage.lua: one slice of a new group's first registration."""
+        r = await self.store.run("register_stage", [name, generation, topics])
+        return Staged(r[0], _s(r[1]), _s(r[2]) if len(r) > 2 else "")
+
+    async def register_unchanged(self, digest: str, channel: str) -> Answer | None:
+        """lua/register_unchanged.lua: the answer when the body of `digest` is the one its
+        address last registered in full (liveness refreshed), else None."""
+        r = await self.store.run("register_unchanged", [digest, channel])
+        return _answer(*r[1:5]) if int(r[0]) else None
+
+    async def heartbeat(self, addr: str, name: str, broker_id: int, channel: str) -> str | None:
+        """lua/heartbeat.lua: the stored dataVersion ('' when none) when the broker is
+        registered and alive (its liveness refreshed), else None."""
+        r = await self.store.run("heartbeat", [addr, name, broker_id, channel])
+        return (_s(r[1]) if r[1] else "") if int(r[0]) else None
+
+    async def unregister(self, cluster: str, addr: str, name: str, broker_id: int) -> Removed:
+        r = await self.store.run("unregister", [cluster, addr, name, broker_id])
+        return Removed(r[0], bool(int(r[1])), _notices(r[2] if len(r) > 2 else ""))
+
+    async def channel_closed(self, addr: str, channel: str) -> Removed:
+        r = await self.store.run("channel_closed", [addr, channel])
+        return Removed(r[0], bool(int(r[1])), _notices(r[2] if len(r) > 2 else ""))
+
+    async def destroy(self, addr: str) -> Removed:
+        r = await self.store.run("destroy", [addr])
+        return Removed(r[0], bool(int(r[1])), _notices(r[2] if len(r) > 2 else ""))
+
+    # ------------------------------------------------------------------ admin
+    async def write_perm(self, name: str, wipe: bool) -> Counted:
+        r = await self.store.run("write_perm", [name, "wipe" if wipe else "add"])
+        return Counted(r[0], int(r[1]))
+
+    async def delete_topic(self, topic: str, cluster: str) -> Counted:
+        r = await self.store.run("delete_topic", [topic, cluster])
+        return Counted(r[0], int(r[1]))
+
+    async def register_topic(self, topic: str, queues: Sequence[tuple[str, int, int, int, int]]) -> Counted:
+        """Count 1 when applied, 0 when a broker name has no visible BrokerData."""
+        args: list[str | int] = [topic, len(queues)]
+        for queue in queues:
+            args += list(queue)
+        r = await self.store.run("register_topic", args)
+        return Counted(r[0], int(r[1]))
+
+    async def kv_put(self, namespace: str, key: str, value: str) -> Any:
+        return (await self.store.run("kv_put", [namespace, key, value]))[0]
+
+    async def kv_delete(self, namespace: str, key: str) -> Any:
+        return (await self.store.run("kv_delete", [namespace, key]))[0]
+
+    # ------------------------------------------------------------------ reads
+    async def route(self, topic: str, with_order: bool, support_acting: bool) -> RouteRead:
+        version, body, names = await self.store.run("route", [topic, "1" if with_order else "0",
+                                                              "1" if support_acting else "0"])
+        return RouteRead(int(version), bytes(body) if body else None, [_s(n) for n in names])
+
+    async def cluster_info(self) -> ClusterRead:
+        version, clusters, brokers = await self.store.run("cluster_info", [])
+        return ClusterRead(int(version), [(_s(c), [_s(n) for n in names]) for c, names in clusters],
+                           [(_s(name), _s(cluster), _pairs(addrs), _s(acting) == "1", _s(zone) or None)
+                            for name, cluster, addrs, acting, zone in brokers])
+
+    async def topic_lists(self, which: str, cluster: str, cursor: str, size: int) -> TopicSlice:
+        version, names, broker_addr, next_cursor = await self.store.run("topic_lists", [which, cluster, cursor, size])
+        return TopicSlice(int(version), [_s(n) for n in names], _s(broker_addr) or None if broker_addr else None,
+                          _s(next_cursor) if next_cursor else "")
+
+    async def live_brokers(self, cursor: str, limit: int) -> list[Any]:
+        """lua/live_brokers.lua's {version, now, rows, next group} as it returns them (its
+        rows are read by service/http/ui.py, the one caller)."""
+        return list(await self.store.run("live_brokers", [cursor, limit]))
+
+    async def topic_summary(self, cursor: str, limit: int, prefix: str, order_only: bool) -> list[Any]:
+        """lua/topic_summary.lua's {version, topics, next cursor, total, order topics}."""
+        return list(await self.store.run("topic_summary", [cursor, limit, prefix, "1" if order_only else "0"]))
+
+    async def changes_since(self, since: int) -> tuple[int, list[bytes] | None]:
+        """The version and the change records after `since` (None: not replayable)."""
+        version, records = await self.store.run("changes_since", [since])
+        return int(version), records
+
+    # ------------------------------------------------------------------ upkeep at start
+    async def topic_index_sync(self) -> int:
+        return int(await self.store.run("topic_index_sync", []))
+
+    async def masterless_sync(self) -> int:
+        return int(await self.store.run("masterless_sync", []))
