@@ -32,10 +32,6 @@ def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _pairs(flat: list[Any]) -> dict[str, str]:
-    return {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat), 2)}
-
-
 def _broker_data(row: tuple[str, str, dict[str, str], bool, str | None]) -> dict[str, Any]:
     name, cluster, by_id, acting, zone = row
     data: dict[str, Any] = {

@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from service.keys import SCHEMA_VERSION, Keys
+from service.store import CHANGE_BODY_HEAD, CHANGE_BODY_TAIL
 from tests.builders import registration
 from tests.processes import ROOT, start, wait_http
 from tests.redis_server import free_port
@@ -98,7 +99,9 @@ def test_workers_with_different_scripts_of_one_schema_version_serve_one_table_se
     wait_http(new.url + "/readyz")
     r = redis.Redis.from_url(redis_url)
     lib = (ROOT / "lua" / "_lib.lua").read_text()
-    edited_sha = hashlib.sha1((lib + (ROOT / "lua" / "register.lua").read_text() + marker).encode()).hexdigest()
+    # a change script's body runs inside the publishing wrapper (service/store.py)
+    edited = lib + CHANGE_BODY_HEAD + (ROOT / "lua" / "register.lua").read_text() + marker + CHANGE_BODY_TAIL
+    edited_sha = hashlib.sha1(edited.encode()).hexdigest()
     assert r.script_exists(edited_sha) == [True], "the new worker runs the edited script"
 
     # during the rollout: each sees and changes the other's tables
