@@ -94,7 +94,7 @@ MAPPINGS_AFTER_TABLE = b'},"topicQueueMappingDetailMap":'
 CONFIG_BETWEEN = b'},"'  # a config's end and the next one's name: inside a JSON string '"' is escaped
 # A config's end and the next topic's name and opening brace: 5.x configs hold an object
 # ("attributes":{},"order":...), whose end the bare separator would also find.
-_NEXT_CONFIG = re.compile(rb'\},"[^"\\]*":\{')
+NEXT_CONFIG = re.compile(rb'\},"[^"\\]*":\{')
 
 # A big plain body's table is parsed this many bytes at a time: the decoding thread holds
 # the GIL for one slice, not for the whole body, so the event loop's route reads wait that
@@ -150,7 +150,7 @@ def parse_sliced(body: bytes) -> dict[str, Any] | None:
     table: dict[str, Any] = {}
     at = start
     while at < end:
-        found = _NEXT_CONFIG.search(body, at + SLICE_BYTES, end)
+        found = NEXT_CONFIG.search(body, at + SLICE_BYTES, end)
         cut = found.start() if found is not None else -1
         stop = cut + 1 if cut >= 0 else end
         try:

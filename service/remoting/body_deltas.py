@@ -41,9 +41,7 @@ from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from service.remoting import bodies, fastjson
-import re
-
-from service.remoting.bodies import CONFIG_BETWEEN as _BETWEEN, MAPPINGS_AFTER_TABLE, Layout, table_span
+from service.remoting.bodies import CONFIG_BETWEEN as _BETWEEN, MAPPINGS_AFTER_TABLE, NEXT_CONFIG, Layout, table_span
 
 # Smaller bodies are decoded whole: cheap enough, and not worth holding.
 MIN_BYTES = 64 * 1024
@@ -85,8 +83,6 @@ class Delta(NamedTuple):
 
 
 _ATTRIBUTES = b'"attributes":{'
-# where one config ends and the next begins: its "}", the next topic's name, its "{"
-_BOUNDARY = re.compile(rb'\},"[^"\\]*":\{')
 
 
 def _objects_per_config(data: bytes, end: int) -> int:
@@ -175,7 +171,7 @@ def _config_start(data: bytes, lo: int, at: int) -> int:
         found = data.rfind(_BETWEEN, lo, at + 1)
         if found < 0:
             return lo
-        if _BOUNDARY.match(data, found):
+        if NEXT_CONFIG.match(data, found):
             return found + 2
         at = found - 1
 
@@ -187,7 +183,7 @@ def _config_end(data: bytes, at: int, hi: int) -> int:
         found = data.find(_BETWEEN, at, hi)
         if found < 0:
             return hi
-        if _BOUNDARY.match(data, found):
+        if NEXT_CONFIG.match(data, found):
             return found + 1
         at = found + 1
 
