@@ -364,11 +364,15 @@ local function note_master(name)
   end
 end
 
--- A perm with its write bit cleared (no bit library in every Lua we run on).
+-- Whether a perm has its write bit, and the perm with it cleared (no bit library in
+-- every Lua we run on).
 local PERM_WRITE = 2
+local function writable(perm)
+  return math.floor(tonumber(perm) / PERM_WRITE) % 2 == 1
+end
 local function without_write(perm)
   perm = tonumber(perm)
-  if math.floor(perm / PERM_WRITE) % 2 == 1 then
+  if writable(perm) then
     return perm - PERM_WRITE
   end
   return perm
@@ -392,15 +396,6 @@ local function set_write_perm(name, wipe)
   return count
 end
 
--- A group whose brokers run with enableActingMaster and that has members but no master
--- any more serves reads only: its QueueData lose the write bit, as RocketMQ 5's
--- RouteInfoManager.cleanTopicByUnRegisterRequests does when a member leaves.
-local function wipe_write_if_acting_masterless(name)
-  if redis.call('HGET', K.broker(name), 'enableActingMaster') == '1'
-      and redis.call('HEXISTS', K.addrs(name), '0') == 0 then
-    set_write_perm(name, true)
-  end
-end
 
 -- A static topic's queue mappings by the group that hosts them (RocketMQ 5's
 -- topicQueueMappingInfoTable): `mappings` a flat list [topic, bname, info JSON, ...].
@@ -502,9 +497,16 @@ local function detach(name, addr)
     remove_group(name)
   elseif removed then
     note_master(name)
-    wipe_write_if_acting_masterless(name)
-    if was_min and redis.call('HGET', K.broker(name), 'enableActingMaster') == '1' then
-      note_min_change(name, addr, nil)
+    -- a group whose brokers run with enableActingMaster, left by a member: without a
+    -- master it serves reads only, so its QueueData lose the write bit (RocketMQ 5's
+    -- cleanTopicByUnRegisterRequests), and its brokers hear of a new smallest id
+    if redis.call('HGET', K.broker(name), 'enableActingMaster') == '1' then
+      if redis.call('HEXISTS', K.addrs(name), '0') == 0 then
+        set_write_perm(name, true)
+      end
+      if was_min then
+        note_min_change(name, addr, nil)
+      end
     end
   end
   return removed

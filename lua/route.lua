@@ -37,8 +37,7 @@ for _, name in ipairs(names) do
         ids[#ids + 1] = {tonumber(flat[i]), flat[i], flat[i + 1]}
       end
       table.sort(ids, function(a, b) return a[1] < b[1] end)
-      if support_acting and group[2] == '1' and #ids > 0 and ids[1][1] ~= 0
-          and math.floor(tonumber(q[3]) / 2) % 2 == 0 then
+      if support_acting and group[2] == '1' and #ids > 0 and ids[1][1] ~= 0 and not writable(q[3]) then
         ids[1] = {0, '0', ids[1][3]}  -- the acting master
       end
       local addrs = {}
