@@ -16,7 +16,7 @@ from service.models import (
     UnregisterRequest,
 )
 from service import registration
-from service.scripts import Answer, Removed, Scripts
+from service.scripts import Answer, Removed, Scripts, text
 from service.shared_reads import SharedReads
 from service.store import Store
 
@@ -26,10 +26,6 @@ log = logging.getLogger(__name__)
 SKIPPED_NAMED = 5
 # skipped topics a registration's answer lists (skippedTopicCount says how many in all)
 SKIPPED_LISTED = 1000
-
-
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _broker_data(row: tuple[str, str, dict[str, str], bool, str | None]) -> dict[str, Any]:
@@ -308,11 +304,11 @@ class Registry:
         pipe.hget(keys.broker(name), "cluster")
         pipe.hgetall(keys.addrs(name))
         cluster, addrs = await self.store.call(pipe.execute())
-        return (_s(cluster) if cluster is not None else None), {_s(k): _s(v) for k, v in addrs.items()}
+        return (text(cluster) if cluster is not None else None), {text(k): text(v) for k, v in addrs.items()}
 
     async def kv_get(self, namespace: str, key: str) -> str | None:
         raw = await self.store.call(self.store.redis.hget(self.store.keys.kv(namespace), key))
-        return _s(raw) if raw is not None else None
+        return text(raw) if raw is not None else None
 
     async def kv_table(self, namespace: str) -> dict[str, str] | None:
         """None when the namespace was never created; {} when it was emptied."""
@@ -323,4 +319,4 @@ class Registry:
         exists, table = await self.store.call(pipe.execute())
         if not exists:
             return None
-        return {_s(k): _s(v) for k, v in table.items()}
+        return {text(k): text(v) for k, v in table.items()}

@@ -16,12 +16,13 @@ import orjson
 from service.store import Store
 
 
-def _s(value: bytes | str) -> str:
+def text(value: bytes | str) -> str:
+    """A reply as a str (the store's client answers bytes)."""
     return value.decode() if isinstance(value, bytes) else value
 
 
 def _pairs(flat: Sequence[Any]) -> dict[str, str]:
-    return {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat), 2)}
+    return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
 def _notices(raw: Any) -> list[dict[str, Any]]:
@@ -39,7 +40,7 @@ class Answer(NamedTuple):
 
 def _answer(master_found: Any, master_addr: Any, master_ha: Any, kv: Sequence[Any]) -> Answer:
     found = bool(int(master_found))
-    return Answer(_s(master_addr) if found else None, (_s(master_ha) or None) if found else None, _pairs(kv))
+    return Answer(text(master_addr) if found else None, (text(master_ha) or None) if found else None, _pairs(kv))
 
 
 class Registered(NamedTuple):
@@ -104,13 +105,13 @@ class Scripts:
             cluster, addr, name, broker_id, ha_addr, timeout_ms, data_version, "keep" if keep_filters else "set",
             "1" if delete_absent else "0", topics, filters, channel, digest, mode, generation, absent, acting, zone,
             mappings])
-        return Registered(r[0], bool(int(r[1])), _answer(*r[2:6]), _s(r[6]), _s(r[7]), bool(int(r[8])),
+        return Registered(r[0], bool(int(r[1])), _answer(*r[2:6]), text(r[6]), text(r[7]), bool(int(r[8])),
                           _notices(r[9]))
 
     async def register_stage(self, name: str, generation: str, topics: bytes) -> Staged:
         """lua/register_stage.lua: one slice of a new group's first registration."""
         r = await self.store.run("register_stage", [name, generation, topics])
-        return Staged(r[0], _s(r[1]), _s(r[2]) if len(r) > 2 else "")
+        return Staged(r[0], text(r[1]), text(r[2]) if len(r) > 2 else "")
 
     async def register_unchanged(self, digest: str, channel: str) -> Answer | None:
         """lua/register_unchanged.lua: the answer when the body of `digest` is the one its
@@ -122,7 +123,7 @@ class Scripts:
         """lua/heartbeat.lua: the stored dataVersion ('' when none) when the broker is
         registered and alive (its liveness refreshed), else None."""
         r = await self.store.run("heartbeat", [addr, name, broker_id, channel])
-        return (_s(r[1]) if r[1] else "") if int(r[0]) else None
+        return (text(r[1]) if r[1] else "") if int(r[0]) else None
 
     async def unregister(self, cluster: str, addr: str, name: str, broker_id: int) -> Removed:
         r = await self.store.run("unregister", [cluster, addr, name, broker_id])
@@ -163,18 +164,18 @@ class Scripts:
     async def route(self, topic: str, with_order: bool, support_acting: bool) -> RouteRead:
         version, body, names = await self.store.run("route", [topic, "1" if with_order else "0",
                                                               "1" if support_acting else "0"])
-        return RouteRead(int(version), bytes(body) if body else None, [_s(n) for n in names])
+        return RouteRead(int(version), bytes(body) if body else None, [text(n) for n in names])
 
     async def cluster_info(self) -> ClusterRead:
         version, clusters, brokers = await self.store.run("cluster_info", [])
-        return ClusterRead(int(version), [(_s(c), [_s(n) for n in names]) for c, names in clusters],
-                           [(_s(name), _s(cluster), _pairs(addrs), _s(acting) == "1", _s(zone) or None)
+        return ClusterRead(int(version), [(text(c), [text(n) for n in names]) for c, names in clusters],
+                           [(text(name), text(cluster), _pairs(addrs), text(acting) == "1", text(zone) or None)
                             for name, cluster, addrs, acting, zone in brokers])
 
     async def topic_lists(self, which: str, cluster: str, cursor: str, size: int) -> TopicSlice:
         version, names, broker_addr, next_cursor = await self.store.run("topic_lists", [which, cluster, cursor, size])
-        return TopicSlice(int(version), [_s(n) for n in names], _s(broker_addr) or None if broker_addr else None,
-                          _s(next_cursor) if next_cursor else "")
+        return TopicSlice(int(version), [text(n) for n in names], text(broker_addr) or None if broker_addr else None,
+                          text(next_cursor) if next_cursor else "")
 
     async def live_brokers(self, cursor: str, limit: int) -> list[Any]:
         """lua/live_brokers.lua's {version, now, rows, next group} as it returns them (its

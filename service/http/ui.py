@@ -37,6 +37,7 @@ from service.http.app_keys import CACHE, REGISTRY, STORE, add_route
 from service.http.errors import error_response, invalid
 from service.http.queue_tally import QueueTally
 from service.http.views import answer_response, compressed, etag_matches
+from service.scripts import text
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +57,10 @@ _UI_ASSETS = web.AppKey("ui_assets", dict)
 _TALLY = web.AppKey("ui_queue_tally", QueueTally)
 
 
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _opt_int(value: Any) -> int | None:
     if value is None or value is False:
         return None
-    return int(float(_s(value)))
+    return int(float(text(value)))
 
 
 # ---------------------------------------------------------------------- static files
@@ -145,7 +142,7 @@ async def live_brokers(app: web.Application, cursor: str = "", limit: int = LIVE
         except ValueError:
             raise invalid("cursor is not one this server gave") from None
     version, now, rows, next_group = await app[REGISTRY].scripts.live_brokers(cursor, limit)
-    now = int(_s(now))
+    now = int(text(now))
     brokers = []
     for addr, cluster, name, broker_id, ha, last, timeout, data_version, deadline, acting, zone in rows:
         last_ms, timeout_ms, deadline_ms = _opt_int(last), _opt_int(timeout), _opt_int(deadline)
@@ -153,44 +150,44 @@ async def live_brokers(app: web.Application, cursor: str = "", limit: int = LIVE
         dv: Any = None
         if data_version:
             try:
-                dv = orjson.loads(_s(data_version))
+                dv = orjson.loads(text(data_version))
             except orjson.JSONDecodeError:
-                dv = _s(data_version)
+                dv = text(data_version)
         brokers.append({
-            "brokerAddr": _s(addr),
-            "cluster": _s(cluster),
-            "brokerName": _s(name),
-            "brokerId": int(_s(broker_id)),
-            "haServerAddr": _s(ha) if ha else None,
+            "brokerAddr": text(addr),
+            "cluster": text(cluster),
+            "brokerName": text(name),
+            "brokerId": int(text(broker_id)),
+            "haServerAddr": text(ha) if ha else None,
             "lastUpdateTimestamp": last_ms,
             "heartbeatTimeoutMillis": timeout_ms,
             "ageMs": max(0, now - last_ms) if last_ms is not None else None,
             "alive": alive,
             "deadline": deadline_ms,
             "dataVersion": dv,
-            "enableActingMaster": _s(acting) == "1",  # the group's (RocketMQ 5)
-            "zoneName": _s(zone) or None,
+            "enableActingMaster": text(acting) == "1",  # the group's (RocketMQ 5)
+            "zoneName": text(zone) or None,
         })
-    next_cursor = orjson.dumps([_s(next_group[0]), _s(next_group[1])]).decode() if next_group else None
-    return {"version": int(_s(version)), "now": now, "brokers": brokers, "nextCursor": next_cursor}
+    next_cursor = orjson.dumps([text(next_group[0]), text(next_group[1])]).decode() if next_group else None
+    return {"version": int(text(version)), "now": now, "brokers": brokers, "nextCursor": next_cursor}
 
 
 async def topic_summary(app: web.Application, cursor: str = "", limit: int = SUMMARY_LIMIT, prefix: str = "",
                         order_only: bool = False) -> tuple[int, dict[str, Any]]:
     version, topics, next_cursor, total, order_total = await app[REGISTRY].scripts.topic_summary(
         cursor, limit, prefix, order_only)
-    return int(_s(version)), {"topics": [
+    return int(text(version)), {"topics": [
         {
-            "topic": _s(topic),
-            "orderTopicConf": _s(order) if order else None,
+            "topic": text(topic),
+            "orderTopicConf": text(order) if order else None,
             "queueDatas": [
-                {"brokerName": _s(n), "readQueueNums": int(r), "writeQueueNums": int(w),
+                {"brokerName": text(n), "readQueueNums": int(r), "writeQueueNums": int(w),
                  "perm": int(p), "topicSysFlag": int(f)}
                 for n, r, w, p, f in queues
             ],
         }
         for topic, queues, order in topics
-    ], "nextCursor": _s(next_cursor) if next_cursor else None, "total": int(total), "orderTopics": int(order_total)}
+    ], "nextCursor": text(next_cursor) if next_cursor else None, "total": int(total), "orderTopics": int(order_total)}
 
 
 # ---------------------------------------------------------------------- topic filters
