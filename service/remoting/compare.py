@@ -34,16 +34,18 @@ class Report:
         self.differences.append(line)
 
 
+def _broker_data(data: dict[str, Any]) -> dict[str, Any]:
+    """A BrokerData as compared (either dialect's brokerAddrs keys as strings)."""
+    return {
+        "cluster": data.get("cluster"),
+        "addrs": {str(k): v for k, v in (data.get("brokerAddrs") or {}).items()},
+        "enableActingMaster": bool(data.get("enableActingMaster", False)),
+        "zoneName": data.get("zoneName"),
+    }
+
+
 def _groups(info: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    out = {}
-    for name, data in (info.get("brokerAddrTable") or {}).items():
-        out[name] = {
-            "cluster": data.get("cluster"),
-            "addrs": {str(k): v for k, v in (data.get("brokerAddrs") or {}).items()},
-            "enableActingMaster": bool(data.get("enableActingMaster", False)),
-            "zoneName": data.get("zoneName"),
-        }
-    return out
+    return {name: _broker_data(data) for name, data in (info.get("brokerAddrTable") or {}).items()}
 
 
 def compare_clusters(report: Report, a: dict[str, Any], b: dict[str, Any]) -> None:
@@ -88,11 +90,7 @@ def _normal_route(route: dict[str, Any]) -> dict[str, Any]:
     return {
         "queues": {q["brokerName"]: {k: q.get(k) for k in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")}
                    for q in route.get("queueDatas") or []},
-        "groups": {d["brokerName"]: {"cluster": d.get("cluster"),
-                                     "addrs": {str(k): v for k, v in (d.get("brokerAddrs") or {}).items()},
-                                     "enableActingMaster": bool(d.get("enableActingMaster", False)),
-                                     "zoneName": d.get("zoneName")}
-                   for d in route.get("brokerDatas") or []},
+        "groups": {d["brokerName"]: _broker_data(d) for d in route.get("brokerDatas") or []},
         "mappings": {name: mapping(info) for name, info in (route.get("topicQueueMappingByBroker") or {}).items()},
         "orderTopicConf": route.get("orderTopicConf"),
         "filterServers": {addr: sorted(servers or []) for addr, servers in (route.get("filterServerTable") or {}).items()

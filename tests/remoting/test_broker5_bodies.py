@@ -16,7 +16,6 @@ from service.http.app_keys import REGISTRY
 from tests.remoting import broker5
 from tests.remoting.client import RemotingClient, request
 from tests.remoting.frames import route
-from tests.remoting.frames import route as route_request
 
 pytestmark = pytest.mark.usefixtures("consistent")
 
@@ -71,11 +70,10 @@ async def test_a_changed_5x_body_is_read_as_a_change_to_the_previous_one(worker:
     assert (await rmq.call(broker5.register(broker5.plain_body(table, STATIC, counter=2)))).code == codes.SUCCESS
     metrics = await (await worker.http.get("/metrics")).text()
     assert "rmq_remoting_registrations_read_as_delta_total 1.0" in metrics
-    answer = await rmq.call(route_request("NewTopic"))
+    answer = await rmq.call(route("NewTopic"))
     assert answer.code == codes.SUCCESS, (answer.code, answer.remark)
-    route = orjson.loads(answer.body)
-    assert route["queueDatas"][0]["readQueueNums"] == 2
-    assert orjson.loads((await rmq.call(route_request("ST1"))).body)["topicQueueMappingByBroker"]
+    assert orjson.loads(answer.body)["queueDatas"][0]["readQueueNums"] == 2
+    assert orjson.loads((await rmq.call(route("ST1"))).body)["topicQueueMappingByBroker"]
 
 
 @pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
