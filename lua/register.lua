@@ -179,15 +179,7 @@ end
 -- RocketMQ 5's prime slave: a 5.x slave with the smallest id of a group that has no
 -- master writes the group's QueueData as a master would, without the write bit when the
 -- group runs with enableActingMaster (RouteInfoManager.registerBroker).
-local prime = false
-if acting ~= '' and id ~= '0' then
-  prime = true
-  for _, other in ipairs(redis.call('HKEYS', K.addrs(name))) do
-    if tonumber(other) < tonumber(id) then
-      prime = false
-    end
-  end
-end
+local prime = acting ~= '' and id ~= '0' and min_id(redis.call('HGETALL', K.addrs(name))) == tonumber(id)
 
 -- 3. topicQueueTable, from the master (or the prime slave) only. A topic's QueueData is
 -- written when it is new, or when it differs on a first registration or a new dataVersion; so a QueueData
