@@ -224,6 +224,17 @@ local function staging_group(name)
   return staging
 end
 
+-- The fields asked for of a group's row in one call, as staging_group's rule has it: nil
+-- while the group is staged.
+local function visible_group(name, ...)
+  local row = redis.call('HMGET', K.broker(name), 'staging', ...)
+  staging_of[name] = row[1] ~= false
+  if row[1] then
+    return nil
+  end
+  return {unpack(row, 2)}
+end
+
 -- The topics of `names` a reader may list (a slice of the topic index).
 local function listed(names)
   if not staging_somewhere() or #names == 0 then

@@ -23,8 +23,8 @@ table.sort(names)
 local queues, brokers, filters, named = {}, {}, {}, {}
 for _, name in ipairs(names) do
   local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
-  if q[1] and not staging_group(name) then
-    local group = redis.call('HMGET', K.broker(name), 'cluster', 'enableActingMaster', 'zoneName')
+  local group = q[1] and visible_group(name, 'cluster', 'enableActingMaster', 'zoneName')
+  if group then
     named[#named + 1] = name
     -- the counts are written only by the scripts, from validated integers
     queues[#queues + 1] = '{"brokerName":' .. str(name) .. ',"readQueueNums":' .. q[1] .. ',"writeQueueNums":'
