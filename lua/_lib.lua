@@ -22,6 +22,12 @@ local function enc(name)
   return e
 end
 
+-- What one call has read and may need again, to spare Redis calls; never part of its
+-- change (that is the object new_change makes, below):
+--   any_staged  whether any topic is staged (staging_somewhere); nil until asked
+--   staging     brokerName -> whether the group is staged (staging_group, visible_group)
+local memo = {any_staged = nil, staging = {}}
+
 -- Addresses stand last in their keys and go in as they are.
 local K = {}
 function K.clusters() return TAG .. ':clusters' end
@@ -61,64 +67,78 @@ local function int(x)
   return string.format('%.0f', x)
 end
 
--- What a script changed that a reader could see, as dependency tags (service/changes.py
--- reads them): 't:<topic>' for a topic's QueueData or order config, 'g:<brokerName>' for a
--- group's members, addresses, cluster or filter servers (every route naming the group).
--- A change that touches more than TAG_CAP of them is published as a flush ('*'): the
--- record stays small, and such changes (a first registration of thousands of topics) are rare.
-local changed = false
-local tags, tag_count = {}, 0
+-- The change one call makes that a reader could see, accumulated in one object the
+-- publishing wrapper creates (service/store.py: the script body gets it as `change` and
+-- finish publishes it), so every writing helper below takes it as its first argument
+-- and nothing about a change lives anywhere else:
+--   visible    whether anything a reader could see changed (then the version moves)
+--   tags       its dependency tags (service/changes.py reads them): 't:<topic>' for a
+--              topic's QueueData or order config, 'g:<brokerName>' for a group's members,
+--              addresses, cluster or filter servers (every route naming the group)
+--   tag_count  how many; past TAG_CAP the record is a flush ('*'): it stays small, and
+--              such changes (a first registration of thousands of topics) are rare
+--   notices    NOTIFY_MIN_BROKER_ID_CHANGE notices for the caller to send (note_min_change)
 local TAG_CAP = 1000
 -- Change records kept for workers that missed some on the channel (~100 s at 10 a second).
 local CHANGELOG_RETAIN = 1000
 
-local function touch(tag)
-  changed = true
-  if tag_count <= TAG_CAP and not tags[tag] then
-    tags[tag] = true
-    tag_count = tag_count + 1
+local function new_change()
+  return {visible = false, tags = {}, tag_count = 0, notices = {}}
+end
+
+-- Something visible changed that no tag names more narrowly than the version (a KV
+-- namespace other than the order configs).
+local function touch_version(change)
+  change.visible = true
+end
+
+local function touch(change, tag)
+  change.visible = true
+  if change.tag_count <= TAG_CAP and not change.tags[tag] then
+    change.tags[tag] = true
+    change.tag_count = change.tag_count + 1
   end
 end
 
-local function touch_topic(topic)
-  if tag_count > TAG_CAP then
-    changed = true  -- already a flush: no tag string to build
+local function touch_topic(change, topic)
+  if change.tag_count > TAG_CAP then
+    change.visible = true  -- already a flush: no tag string to build
   else
-    touch('t:' .. topic)
+    touch(change, 't:' .. topic)
   end
 end
-local function touch_group(name) touch('g:' .. name) end
+local function touch_group(change, name) touch(change, 'g:' .. name) end
 -- topics new to the tables got routes: only TOPIC_NOT_EXIST answers can be wrong now
-local function touch_new_topics() touch('-') end
+local function touch_new_topics(change) touch(change, '-') end
 
 -- Past the cap: the record is a flush.
-local function touch_all()
-  changed = true
-  tag_count = TAG_CAP + 1
+local function touch_all(change)
+  change.visible = true
+  change.tag_count = TAG_CAP + 1
 end
 
 -- Every topic of `topics`: past the cap the record is a flush anyway, so a first
 -- registration of 10,000 topics builds no tag for each.
-local function touch_topics(topics)
+local function touch_topics(change, topics)
   if #topics == 0 then
     return
   end
-  if tag_count + #topics > TAG_CAP then
-    touch_all()
+  if change.tag_count + #topics > TAG_CAP then
+    touch_all(change)
     return
   end
   for _, topic in ipairs(topics) do
-    touch_topic(topic)
+    touch_topic(change, topic)
   end
 end
 
--- The first result of every change script is its change: this record, or the bare version.
 -- When something visible changed: bumps the version and publishes the change record
 -- {seq, time, tag...} on the channel and in the capped changelog, in the same script as
 -- the change, so no reader can see one without the other. Returns the record, or the
 -- bare version when nothing changed (an unchanged re-registration flushes no cache).
-local function publish_if_changed()
-  if not changed then
+-- Only finish calls it.
+local function publish_change(change)
+  if not change.visible then
     return redis.call('GET', KEYS[1]) or '0'
   end
   local v = redis.call('INCR', KEYS[1])
@@ -126,10 +146,10 @@ local function publish_if_changed()
   -- rewritten (restore, failover) from the one it followed
   local t = redis.call('TIME')
   local record = {tostring(v), t[1] .. t[2]}
-  if tag_count > TAG_CAP then
+  if change.tag_count > TAG_CAP then
     record[3] = '*'
   else
-    for tag in pairs(tags) do
+    for tag in pairs(change.tags) do
       record[#record + 1] = tag
     end
   end
@@ -140,8 +160,8 @@ local function publish_if_changed()
   return encoded
 end
 
-local function leave_cluster(cluster, name)
-  touch_group(name)
+local function leave_cluster(change, cluster, name)
+  touch_group(change, name)
   redis.call('SREM', K.cluster(cluster), name)
   if redis.call('SCARD', K.cluster(cluster)) == 0 then
     redis.call('SREM', K.clusters(), cluster)
@@ -196,12 +216,11 @@ end
 -- Topics only a staged first registration serves (lua/register_stage.lua): in the topic
 -- set and index already, but no reader lists them until it is published. Nearly always
 -- empty, so callers ask once per script whether there is anything to skip.
-local any_staged = nil
 local function staging_somewhere()
-  if any_staged == nil then
-    any_staged = redis.call('EXISTS', K.staged_topics()) == 1
+  if memo.any_staged == nil then
+    memo.any_staged = redis.call('EXISTS', K.staged_topics()) == 1
   end
-  return any_staged
+  return memo.any_staged
 end
 
 local function unstage_topics(topics)
@@ -214,12 +233,11 @@ end
 -- no reader sees it yet, and every script that reads or adds QueueData for readers skips
 -- it (the one place that rule is written). Read once per group and script: a page of
 -- topics names the same few hundred groups again and again.
-local staging_of = {}
 local function staging_group(name)
-  local staging = staging_of[name]
+  local staging = memo.staging[name]
   if staging == nil then
     staging = redis.call('HEXISTS', K.broker(name), 'staging') == 1
-    staging_of[name] = staging
+    memo.staging[name] = staging
   end
   return staging
 end
@@ -228,7 +246,7 @@ end
 -- while the group is staged.
 local function visible_group(name, ...)
   local row = redis.call('HMGET', K.broker(name), 'staging', ...)
-  staging_of[name] = row[1] ~= false
+  memo.staging[name] = row[1] ~= false
   if row[1] then
     return nil
   end
@@ -260,7 +278,7 @@ local PER_TOPIC_TAGS = 64
 -- `staged`: the pairs of a group under a staged first registration (register_stage.lua),
 -- which no reader sees until its master's registration publishes them: no topic list, no
 -- change record, and the generation is the stager's.
-local function put_queues(name, entries, known, staged)
+local function put_queues(change, name, entries, known, staged)
   if #entries == 0 then
     return
   end
@@ -283,11 +301,11 @@ local function put_queues(name, entries, known, staged)
       redis.call('SADD', K.topic(topic), name)
       new_topics[#new_topics + 1] = topic
       -- a route read before the pair existed does not name this group: tag the topic
-      touch_topic(topic)
+      touch_topic(change, topic)
     elseif few then
-      touch_topic(topic)
+      touch_topic(change, topic)
     else
-      touch_group(name)
+      touch_group(change, name)
     end
     fps[#fps + 1] = topic
     fps[#fps + 1] = fingerprint(e[2], e[3], e[4], e[5])
@@ -303,12 +321,12 @@ local function put_queues(name, entries, known, staged)
 end
 
 -- Creates or replaces one QueueData; true when it changed.
-local function put_queue(topic, name, r, w, p, f)
+local function put_queue(change, topic, name, r, w, p, f)
   local fp = redis.call('HGET', K.broker_topics(name), topic)
   if fp == fingerprint(r, w, p, f) then
     return false
   end
-  put_queues(name, {{topic, r, w, p, f}}, {[topic] = fp or nil})
+  put_queues(change, name, {{topic, r, w, p, f}}, {[topic] = fp or nil})
   return true
 end
 
@@ -332,7 +350,7 @@ end
 -- Removes QueueDatas of one group, and each topic no broker serves any more.
 -- The group's queues are then no longer all its master registered, so its next
 -- unchanged registration must take the full path and bring them back.
-local function drop_queues(name, topics)
+local function drop_queues(change, name, topics)
   if #topics == 0 then
     return
   end
@@ -340,10 +358,10 @@ local function drop_queues(name, topics)
   -- every removed pair existed, so each route it changes names the group
   if #topics <= PER_TOPIC_TAGS then
     for _, topic in ipairs(topics) do
-      touch_topic(topic)
+      touch_topic(change, topic)
     end
   else
-    touch_group(name)
+    touch_group(change, name)
   end
   local rows, orphans = {}, {}
   for i, topic in ipairs(topics) do
@@ -361,8 +379,8 @@ local function drop_queues(name, topics)
   unstage_topics(orphans)
 end
 
-local function drop_queue(topic, name)
-  drop_queues(name, {topic})
+local function drop_queue(change, topic, name)
+  drop_queues(change, name, {topic})
 end
 
 -- Keeps the set of groups that have members but no master (brokerId 0) true after a
@@ -391,7 +409,7 @@ end
 
 -- Wipes (perm & ~WRITE) or adds (perm = READ|WRITE) the write permission of every
 -- QueueData of a group; how many QueueData it has.
-local function set_write_perm(name, wipe)
+local function set_write_perm(change, name, wipe)
   local count, writes = 0, {}
   local known = fingerprints(name)
   for topic, fp in pairs(known) do
@@ -403,53 +421,52 @@ local function set_write_perm(name, wipe)
     count = count + 1
   end
   -- every topic here is known: only its row and fingerprint change, not its indexes
-  put_queues(name, writes, known)
+  put_queues(change, name, writes, known)
   return count
 end
 
 
 -- A static topic's queue mappings by the group that hosts them (RocketMQ 5's
 -- topicQueueMappingInfoTable): `mappings` a flat list [topic, bname, info JSON, ...].
-local function put_mappings(mappings)
+local function put_mappings(change, mappings)
   for i = 1, #mappings, 3 do
     local topic, bname, info = mappings[i], mappings[i + 1], mappings[i + 2]
     if redis.call('HGET', K.mapping(topic), bname) ~= info then
       redis.call('HSET', K.mapping(topic), bname, info)
       redis.call('SADD', K.mapped(bname), topic)
-      touch_topic(topic)
+      touch_topic(change, topic)
     end
   end
 end
 
 -- Removes one group's mapping of a topic.
-local function drop_mapping(topic, bname)
+local function drop_mapping(change, topic, bname)
   if redis.call('HDEL', K.mapping(topic), bname) == 1 then
-    touch_topic(topic)
+    touch_topic(change, topic)
   end
   redis.call('SREM', K.mapped(bname), topic)
 end
 
 -- The group has no address left: it goes from the cluster and from every topic.
-local function remove_group(name)
-  touch_group(name)
+local function remove_group(change, name)
+  touch_group(change, name)
   for _, topic in ipairs(redis.call('SMEMBERS', K.mapped(name))) do
-    drop_mapping(topic, name)
+    drop_mapping(change, topic, name)
   end
-  drop_queues(name, redis.call('HKEYS', K.broker_topics(name)))
+  drop_queues(change, name, redis.call('HKEYS', K.broker_topics(name)))
   local cluster = redis.call('HGET', K.broker(name), 'cluster')
   redis.call('DEL', K.broker(name), K.addrs(name), K.broker_topics(name))
   redis.call('SREM', K.masterless(), name)
   redis.call('HDEL', K.stagings(), name)
   if cluster then
-    leave_cluster(cluster, name)
+    leave_cluster(change, cluster, name)
   end
 end
 
 -- NOTIFY_MIN_BROKER_ID_CHANGE (RocketMQ 5's notifyMinBrokerIdChanged): a change of a
--- group's smallest brokerId is noted here for the caller, which sends the notices to the
--- brokers (scripts cannot); every script that changes a group's members returns
--- notices_json() last. `targets`: the addresses to tell.
-local notices = {}
+-- group's smallest brokerId is noted in the change for the caller, which sends the
+-- notices to the brokers (scripts cannot); every script that changes a group's members
+-- returns notices_json(change) last. `targets`: the addresses to tell.
 
 -- The smallest id of a HGETALL of addrs (flat), its address; nil when empty.
 local function min_id(flat)
@@ -465,7 +482,7 @@ end
 
 -- `offline`: the address that left (its group's members are all told), or nil when a
 -- new smaller id registered (the others are told), as RouteInfoManager chooses.
-local function note_min_change(name, offline, ha)
+local function note_min_change(change, name, offline, ha)
   local flat = redis.call('HGETALL', K.addrs(name))
   local min, min_addr = min_id(flat)
   if min == nil then
@@ -477,20 +494,20 @@ local function note_min_change(name, offline, ha)
       targets[#targets + 1] = flat[i + 1]
     end
   end
-  notices[#notices + 1] = {brokerName = name, minBrokerId = min, minBrokerAddr = min_addr,
+  change.notices[#change.notices + 1] = {brokerName = name, minBrokerId = min, minBrokerAddr = min_addr,
     offlineBrokerAddr = offline, haBrokerAddr = ha, targets = targets}
 end
 
-local function notices_json()
-  if #notices == 0 then
+local function notices_json(change)
+  if #change.notices == 0 then
     return ''
   end
-  return cjson.encode(notices)
+  return cjson.encode(change.notices)
 end
 
 -- Removes addr from the group by value, not by id: a late removal must not take out a
 -- new member that has since taken the same id. Cascades when the group is left empty.
-local function detach(name, addr)
+local function detach(change, name, addr)
   local flat = redis.call('HGETALL', K.addrs(name))
   local before_min = min_id(flat)
   local removed, was_min = false, false
@@ -502,10 +519,10 @@ local function detach(name, addr)
     end
   end
   if removed then
-    touch_group(name)
+    touch_group(change, name)
   end
   if removed and redis.call('HLEN', K.addrs(name)) == 0 then
-    remove_group(name)
+    remove_group(change, name)
   elseif removed then
     note_master(name)
     -- a group whose brokers run with enableActingMaster, left by a member: without a
@@ -513,10 +530,10 @@ local function detach(name, addr)
     -- cleanTopicByUnRegisterRequests), and its brokers hear of a new smallest id
     if redis.call('HGET', K.broker(name), 'enableActingMaster') == '1' then
       if redis.call('HEXISTS', K.addrs(name), '0') == 0 then
-        set_write_perm(name, true)
+        set_write_perm(change, name, true)
       end
       if was_min then
-        note_min_change(name, addr, nil)
+        note_min_change(change, name, addr, nil)
       end
     end
   end
@@ -525,13 +542,13 @@ end
 
 -- Forgets the per-address rows: live, deadline, identity, filter servers. `name`: the
 -- group whose routes show the address's filter servers (nil when it is in none).
-local function forget_address(addr, name)
+local function forget_address(change, addr, name)
   local digest = redis.call('HGET', K.member(addr), 'bodyDigest')
   if digest then
     redis.call('HDEL', K.body_digests(), digest)
   end
   if redis.call('DEL', K.filter(addr)) == 1 and name then
-    touch_group(name)
+    touch_group(change, name)
   end
   redis.call('DEL', K.live(addr), K.member(addr))
   redis.call('ZREM', K.expiry(), addr)
@@ -539,11 +556,11 @@ end
 
 -- Removes an address found by its identity row (expiry, connection close): its own
 -- rows, then its place in its group, cascading as detach does.
-local function remove_address(addr)
+local function remove_address(change, addr)
   local name = redis.call('HGET', K.member(addr), 'brokerName')
-  forget_address(addr, name or nil)
+  forget_address(change, addr, name or nil)
   if name then
-    detach(name, addr)
+    detach(change, name, addr)
   end
 end
 
@@ -571,14 +588,14 @@ local function registration_answer(name, id)
 end
 
 -- Every script that may change the tables runs inside finish (service/store.py wraps its
--- body), so its change is published whatever way the body returns: a body cannot forget.
--- Such a body returns CHANGE first where its caller reads the change record (or the bare
--- version when nothing changed).
+-- body): the body is handed a new change, and finish publishes it whatever way the body
+-- returns, so a body cannot forget. Such a body returns CHANGE first where its caller
+-- reads the change record (or the bare version when nothing changed).
 local CHANGE = {}
-local function finish(result)
-  local change = publish_if_changed()
+local function finish(change, result)
+  local record = publish_change(change)
   if type(result) == 'table' and result[1] == CHANGE then
-    result[1] = change
+    result[1] = record
   end
   return result
 end

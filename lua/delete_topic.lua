@@ -14,13 +14,13 @@ end
 local removed = 0
 for _, name in ipairs(redis.call('SMEMBERS', K.topic(topic))) do
   if in_scope(name) then
-    drop_queue(topic, name)
+    drop_queue(change, topic, name)
     removed = removed + 1
   end
 end
 for _, bname in ipairs(redis.call('HKEYS', K.mapping(topic))) do
   if in_scope(bname) then
-    drop_mapping(topic, bname)
+    drop_mapping(change, topic, bname)
   end
 end
 

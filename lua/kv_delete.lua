@@ -6,9 +6,9 @@
 local namespace, key = ARGV[1], ARGV[2]
 
 if redis.call('HDEL', K.kv(namespace), key) == 1 then
-  changed = true
+  touch_version(change)
   if namespace == ORDER_TOPIC_CONFIG then
-    touch_topic(key)  -- the topic's orderTopicConf
+    touch_topic(change, key)  -- the topic's orderTopicConf
   end
 end
 return {CHANGE}

@@ -9,9 +9,9 @@ local namespace, key, value = ARGV[1], ARGV[2], ARGV[3]
 redis.call('SADD', K.kv_namespaces(), namespace)
 if redis.call('HGET', K.kv(namespace), key) ~= value then
   redis.call('HSET', K.kv(namespace), key, value)
-  changed = true
+  touch_version(change)
   if namespace == ORDER_TOPIC_CONFIG then
-    touch_topic(key)  -- the topic's orderTopicConf
+    touch_topic(change, key)  -- the topic's orderTopicConf
   end
 end
 return {CHANGE}

@@ -58,7 +58,7 @@ end
 
 -- A staged first registration (register_stage.lua) is published by this one: its pairs
 -- and topics are in place, readers and caches see them from now on.
-local function publish_staged(name)
+local function publish_staged(change, name)
   -- Alone: this group is the only one counted as staging, and staged-topics holds as many
   -- topics as its slices added. A worker of an older release stages without counting, and
   -- a topic leaves the set once a visible group serves it: either makes the counts differ,
@@ -73,13 +73,13 @@ local function publish_staged(name)
     local shared = redis.call('HLEN', K.broker_topics(name)) - added
     if shared == 0 or shared > TAG_CAP then
       if redis.call('UNLINK', K.staged_topics()) == 1 then
-        touch_new_topics()
+        touch_new_topics(change)
       end
-      any_staged = false
+      memo.any_staged = false  -- the set is gone
       if shared > 0 then
-        touch_all()  -- as many tags as touch_topics would give up on
+        touch_all(change)  -- as many tags as touch_topics would give up on
       end
-      touch_group(name)
+      touch_group(change, name)
       return
     end
   end
@@ -101,17 +101,17 @@ local function publish_staged(name)
   end
   unstage_topics(new)
   if #new > 0 then
-    touch_new_topics()
+    touch_new_topics(change)
   end
-  touch_topics(shared)
-  touch_group(name)
+  touch_topics(change, shared)
+  touch_group(change, name)
 end
 
 local now = now_ms()
 
 -- 1. clusterAddrTable
 if redis.call('SADD', K.cluster(cluster), name) == 1 then
-  touch_group(name)
+  touch_group(change, name)
 end
 redis.call('SADD', K.clusters(), cluster)
 
@@ -120,18 +120,18 @@ local register_first = false
 local old_cluster = redis.call('HGET', K.broker(name), 'cluster')
 if not old_cluster then
   register_first = true
-  touch_group(name)
+  touch_group(change, name)
   redis.call('HSET', K.broker(name), 'cluster', cluster, 'brokerName', name)
 elseif old_cluster ~= cluster then
   -- a group moved cluster: keep it in exactly one cluster set
-  leave_cluster(old_cluster, name)
+  leave_cluster(change, old_cluster, name)
   redis.call('HSET', K.broker(name), 'cluster', cluster)
 end
 
 -- an address belongs to one group: if it served another one, it leaves that one
 local previous = redis.call('HGET', K.member(addr), 'brokerName')
 if previous and previous ~= name then
-  detach(previous, addr)
+  detach(change, previous, addr)
 end
 
 -- "the same IP:PORT must only have one record": a promoted slave drops its old id
@@ -140,18 +140,18 @@ local prev_min = min_id(flat)
 for i = 1, #flat, 2 do
   if flat[i + 1] == addr and flat[i] ~= id then
     redis.call('HDEL', K.addrs(name), flat[i])
-    touch_group(name)
+    touch_group(change, name)
   end
 end
 
 local old_addr = redis.call('HGET', K.addrs(name), id)
 if old_addr ~= addr then
   redis.call('HSET', K.addrs(name), id, addr)
-  touch_group(name)
+  touch_group(change, name)
 end
 note_master(name)
 if prev_min ~= nil and tonumber(id) < prev_min then
-  note_min_change(name, nil, ha_addr)  -- a smaller id than any before joined
+  note_min_change(change, name, nil, ha_addr)  -- a smaller id than any before joined
 end
 if not old_addr then
   register_first = true
@@ -159,7 +159,7 @@ elseif old_addr ~= addr then
   -- the id moved to a new address: the old one is in no group any more, so its rows go
   local owner = redis.call('HMGET', K.member(old_addr), 'brokerName', 'brokerId')
   if owner[1] == name and owner[2] == id then
-    forget_address(old_addr, name)
+    forget_address(change, old_addr, name)
   end
 end
 
@@ -173,7 +173,7 @@ if (group_row[1] or '0') ~= acting_flag or (group_row[2] or '') ~= zone then
   else
     redis.call('HSET', K.broker(name), 'zoneName', zone)
   end
-  touch_group(name)
+  touch_group(change, name)
 end
 
 -- RocketMQ 5's prime slave: a 5.x slave with the smallest id of a group that has no
@@ -194,7 +194,7 @@ if id == '0' or prime then
   local staged = id == '0' and redis.call('HGET', K.broker(name), 'staging')  -- the stager's master only
   if staged then
     redis.call('HDEL', K.broker(name), 'staging')
-    publish_staged(name)
+    publish_staged(change, name)
   end
   local known = {}
   if diff_mode then
@@ -228,10 +228,10 @@ if id == '0' or prime then
     end
   end
   local exact = rewrite  -- every config sent is now stored as sent
-  put_queues(name, writes, known)
+  put_queues(change, name, writes, known)
   if diff_mode then
     if delete_absent and rewrite then
-      drop_queues(name, cjson.decode(ARGV[16]))
+      drop_queues(change, name, cjson.decode(ARGV[16]))
     end
     exact = true  -- the caller applies the same steps to its copy
   elseif delete_absent and rewrite then
@@ -241,7 +241,7 @@ if id == '0' or prime then
         absent[#absent + 1] = topic
       end
     end
-    drop_queues(name, absent)
+    drop_queues(change, name, absent)
   elseif exact then
     exact = redis.call('HLEN', K.broker_topics(name)) == #topic_configs / 2
   end
@@ -249,7 +249,7 @@ if id == '0' or prime then
     generation = tostring(redis.call('INCR', K.topics_gen()))
     redis.call('HSET', K.broker(name), 'topicsGen', generation)
   end
-  put_mappings(mappings)
+  put_mappings(change, mappings)
 end
 
 -- 4. brokerLiveTable, with the key TTL and the deadline index
@@ -280,7 +280,7 @@ if filter_mode == 'set' then
     if #new_list > 0 then
       redis.call('RPUSH', K.filter(addr), unpack(new_list))
     end
-    touch_group(name)
+    touch_group(change, name)
   end
 end
 
@@ -291,5 +291,5 @@ end
 
 -- 6. the answer
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
-return {CHANGE, changed and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', generation, rewrite and 1 or 0,
-  notices_json()}
+return {CHANGE, change.visible and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', generation, rewrite and 1 or 0,
+  notices_json(change)}

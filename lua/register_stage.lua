@@ -28,7 +28,7 @@ if generation == '' then
   local left = redis.call('HKEYS', K.broker_topics(name))
   if #left > 0 then
     local slice = {unpack(left, 1, math.min(#left, CLEAN))}
-    drop_queues(name, slice)
+    drop_queues(change, name, slice)
     return {CHANGE, 'cleaning', #left - #slice}
   end
   generation = tostring(redis.call('INCR', K.topics_gen()))
@@ -45,6 +45,6 @@ for i = 1, #flat, 2 do
   entries[#entries + 1] = split_fp({flat[i], flat[i + 1]})
 end
 local before = redis.call('SCARD', K.staged_topics())
-put_queues(name, entries, {}, true)
+put_queues(change, name, entries, {}, true)
 redis.call('HINCRBY', K.stagings(), name, redis.call('SCARD', K.staged_topics()) - before)
 return {CHANGE, 'staged', generation}

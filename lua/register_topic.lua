@@ -20,7 +20,7 @@ end
 
 for i = 0, n - 1 do
   local at = 3 + i * 5
-  put_queue(topic, ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
+  put_queue(change, topic, ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
 end
 
 return {CHANGE, 1}

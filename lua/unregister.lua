@@ -12,8 +12,8 @@ local name = ARGV[3]
 -- must not erase the liveness of an address that has since joined another group.
 local owner = redis.call('HGET', K.member(addr), 'brokerName')
 if not owner or owner == name then
-  forget_address(addr, name)
+  forget_address(change, addr, name)
 end
-detach(name, addr)
+detach(change, name, addr)
 
-return {CHANGE, changed and 1 or 0, notices_json()}
+return {CHANGE, change.visible and 1 or 0, notices_json(change)}

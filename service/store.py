@@ -163,10 +163,11 @@ def _lua_dir() -> Any:
         return Path(__file__).resolve().parent.parent / "lua"
 
 
-# What a change script's body runs in: lua/_lib.lua's finish publishes its change however
-# the body returns (a read script's body runs bare: it changes nothing).
-CHANGE_BODY_HEAD = "local function script_body()\n"
-CHANGE_BODY_TAIL = "\nend\nreturn finish(script_body())\n"
+# What a change script's body runs in: it is handed a new change (lua/_lib.lua's
+# new_change) as `change`, which lua/_lib.lua's finish publishes however the body returns
+# (a read script's body runs bare: it changes nothing).
+CHANGE_BODY_HEAD = "local function script_body(change)\n"
+CHANGE_BODY_TAIL = "\nend\nlocal change = new_change()\nreturn finish(change, script_body(change))\n"
 
 
 def load_sources() -> dict[str, str]:

@@ -141,7 +141,7 @@ WRITES = re.compile(r"redis\.call\('(HSET|HDEL|SADD|SREM|DEL|UNLINK|ZADD|ZREM|LP
 
 
 def test_no_script_publishes_its_change_itself_the_wrapper_does() -> None:
-    callers = [p.name for p in LUA if p.name != "_lib.lua" and "publish_if_changed" in p.read_text()]
+    callers = [p.name for p in LUA if p.name != "_lib.lua" and "publish_change" in p.read_text()]
     assert callers == []
 
 
@@ -173,3 +173,12 @@ def test_every_script_has_its_typed_method() -> None:
     from service.store import SCRIPTS
 
     assert [name for name in SCRIPTS if not callable(getattr(Scripts, name, None))] == []
+
+
+def test_the_prelude_keeps_no_change_state_outside_the_change_object() -> None:
+    # module-level state of lua/_lib.lua: constants (upper case), the key builders, and the
+    # read caches; a new accumulator there would be a change no wrapper publishes
+    prelude = (ROOT / "lua" / "_lib.lua").read_text()
+    names = re.findall(r"^local (\w+)\s*=", prelude, flags=re.MULTILINE)
+    state = [n for n in names if not n.isupper() and n not in ("K", "TAG", "encoded", "memo")]
+    assert state == []
