@@ -38,7 +38,10 @@ FULL_ONLY: dict[str, str] = {
     "remoting/test_big_broker.py": "processes",
     "remoting/test_proxy_protocol.py": "processes",
 }
-FULL_ONLY_MARKERS = frozenset(FULL_ONLY.values())
+# Marked where they stand (@pytest.mark.slow): in-process tests that spend seconds waiting
+# on real time (timeouts, expiries, many rounds), so the quick tier stays well under its
+# 3 minutes on two busy cores.
+FULL_ONLY_MARKERS = frozenset(FULL_ONLY.values()) | {"slow"}
 
 
 def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import random
 import time
 
+import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
@@ -88,6 +89,7 @@ class RandomOperations:
         return kind
 
 
+@pytest.mark.slow
 async def test_random_changes_through_one_worker_are_read_alike_through_another_within_the_bound(make_client, r) -> None:
     writer = await make_client(order_message_enable=True)
     reader = await make_client(order_message_enable=True)
@@ -101,6 +103,7 @@ async def test_random_changes_through_one_worker_are_read_alike_through_another_
     assert stats.hits > stats.misses and stats.flushes <= 1
 
 
+@pytest.mark.slow
 async def test_records_lost_on_the_channel_are_replayed_from_the_changelog(make_client, r: redis.Redis) -> None:
     writer = await make_client(order_message_enable=True)
     reader = await make_client(order_message_enable=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
@@ -45,6 +46,7 @@ async def test_silent_broker_is_present_before_its_timeout_and_gone_after(make_c
     assert r.keys(f"{K.tag}:member:*") == [] and r.zcard(K.expiry) == 0
 
 
+@pytest.mark.slow
 async def test_heartbeats_keep_a_broker_alive_past_its_timeout(make_client) -> None:
     client = await make_client(scan_interval_ms=SCAN_MS)
     reg = registration(timeout_ms=2_000)

@@ -54,6 +54,7 @@ async def test_redis_stopped_answers_503_fast_then_recovers(aiohttp_client, own_
     assert await route(client, "TopicTest") is not None
 
 
+@pytest.mark.slow
 async def test_redis_paused_longer_than_the_timeout_answers_503_within_it(aiohttp_client, own_redis: RedisServer) -> None:
     client = await worker_on(aiohttp_client, own_redis, redis_timeout_ms=300)
     await register(client, registration())

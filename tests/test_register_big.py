@@ -283,6 +283,7 @@ async def test_a_staging_an_older_worker_started_without_counting_stays_hidden_a
     assert "S0100" in listed and "OLD0" not in listed
 
 
+@pytest.mark.slow
 async def test_a_staged_group_sharing_more_topics_than_a_change_names_is_published_as_a_flush(
         settings: Settings, r: redis.Redis) -> None:
     reg = staged_registry(settings)

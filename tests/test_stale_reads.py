@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from service.remoting import codes
@@ -37,6 +38,7 @@ async def test_a_stale_read_answers_through_an_outage_with_its_age(make_client, 
         redis_server.start()
 
 
+@pytest.mark.slow
 async def test_a_stale_answer_is_never_older_than_the_stated_maximum(make_client, redis_server) -> None:
     # a maximum far past what stopping Redis and a first read take on a loaded machine
     client: TestClient = await make_client(stale_max_ms=3000)

@@ -6,6 +6,7 @@ import asyncio
 import random
 import time
 
+import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
@@ -35,6 +36,7 @@ def route_is_whole(answer: dict) -> bool:
     return all(groups.get(q["brokerName"]) for q in answer["queueDatas"])
 
 
+@pytest.mark.slow
 async def test_concurrent_brokers_workers_and_scanners_leave_consistent_tables(make_client, r: redis.Redis) -> None:
     rng = random.Random(7)
     # a Redis timeout far past any call's time on a loaded machine: this run is about consistency, not outages

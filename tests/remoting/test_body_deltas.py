@@ -217,6 +217,7 @@ def whole(raw: bytes, version: int) -> tuple[dict[str, str], bodies.Layout | Non
     return fps(doc["topicConfigSerializeWrapper"]["topicConfigTable"]), layout, doc["filterServerList"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [V4_9_8, V5_3_3], ids=["4.9.8", "5.x"])
 def test_whatever_the_change_a_compressed_table_read_is_the_whole_decodes(version: int) -> None:
     rng = random.Random(5)

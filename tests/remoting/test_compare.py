@@ -119,6 +119,7 @@ async def test_a_missing_group_is_found(pair: tuple[Worker, Worker]) -> None:
     assert f"group broker-a: only on {addr(a)}" in found
 
 
+@pytest.mark.slow
 async def test_many_topics_are_read_with_progress_and_a_bounded_number_in_flight(pair: tuple[Worker, Worker]) -> None:
     a, b = pair
     many = {f"T{i}": broker5.topic_config(f"T{i}") for i in range(3_000)}

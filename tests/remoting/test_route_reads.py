@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from service.remoting import codec, codes
 from service.worker import REMOTING
 from tests.builders import registration
@@ -79,6 +81,7 @@ async def test_oneway_route_reads_get_no_answer(rmq: RemotingClient) -> None:
     assert (await rmq.read()).opaque == asked.opaque
 
 
+@pytest.mark.slow
 async def test_reads_answered_on_arrival_are_counted_and_keep_the_connection_from_idling(
         make_worker, settings) -> None:  # type: ignore[no-untyped-def]
     worker = await make_worker(remoting_idle_ms=1500)
