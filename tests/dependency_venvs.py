@@ -89,6 +89,13 @@ def venv(name: str, requirements: list[str], extras: str = "") -> Path:
     return path
 
 
+def upgrade(venv: Path, *packages: str) -> None:
+    """`packages` brought to their newest releases in `venv`, one process at a time (two
+    suites may share the venv)."""
+    with _locked(venv):
+        pip(venv, "install", "--upgrade", *packages)
+
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """One process builds a given venv at a time (two suites may run side by side)."""

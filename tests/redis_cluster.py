@@ -10,7 +10,7 @@ import time
 import redis
 from redis.crc import key_slot
 
-from tests.redis_server import RedisServer, free_port, wait_replicated
+from tests.redis_server import RedisServer, wait_replicated
 
 SLOT = key_slot(b"{rmq}")  # every registry key's slot (keys are {rmq}:...)
 
@@ -23,10 +23,10 @@ class RedisClusterNodes:
 
     def __init__(self, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 1000) -> None:
         # a cluster node also listens on its port + 10000, so ports above 55535 are refused
-        self.nodes = [RedisServer(free_port(below=55536), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        self.nodes = [RedisServer(None, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                                   "--cluster-node-timeout", str(node_timeout_ms), "--appendonly", "yes",
                                   # a full resync starts at once instead of waiting 5 s for more replicas
-                                  "--repl-diskless-sync-delay", "0")
+                                  "--repl-diskless-sync-delay", "0", ports_below=55536)
                       for _ in range(masters * (1 + replicas))]
         try:
             for node in self.nodes:

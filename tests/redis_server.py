@@ -24,13 +24,14 @@ def free_port(below: int = 65536) -> int:
 class RedisServer:
     """One redis-server process; ``stop``/``start`` let fault tests take it away and bring it back."""
 
-    def __init__(self, port: int | None = None, *extra_args: str) -> None:
+    def __init__(self, port: int | None = None, *extra_args: str, ports_below: int = 65536) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (scripts/test installs it)")
         self.binary = binary
         self.fixed_port = port is not None
-        self.port = port or free_port()
+        self.ports_below = ports_below
+        self.port = port or free_port(ports_below)
         self.dir = Path(tempfile.mkdtemp(prefix="rmq-redis-"))
         self.extra_args = extra_args
         self.proc: subprocess.Popen[bytes] | None = None
@@ -42,10 +43,15 @@ class RedisServer:
     def start(self) -> None:
         for _ in range(3):
             if self._start_once():
+                # it stays there: a restart (fault tests) must come back where clients and
+                # cluster peers know it
+                self.fixed_port = True
                 return
             if self.fixed_port:
                 break
-            self.port = free_port()  # another process took the free port first: take another
+            # another process took the free port first (or, for a cluster node, its port +
+            # 10000, which a second suite beside this one may hold): take another
+            self.port = free_port(self.ports_below)
         log = self.dir / "redis.log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         raise RuntimeError(f"redis-server did not start on port {self.port}:\n{tail}")

@@ -46,10 +46,11 @@ def redis_url() -> Iterator[str]:
     server.cleanup()
 
 
-@pytest.fixture(scope="module")
-def range_venv() -> Path:
-    """Runtime dependencies only, at the declared floors; each test installs its aiohttp."""
-    return venvs.venv("range", [f"aiohttp=={venvs.floor('aiohttp')}", f"redis[hiredis]=={venvs.floor('redis')}"])
+def release_venv(aiohttp: str) -> Path:
+    """Runtime dependencies only: aiohttp at `aiohttp`, redis-py at its declared floor. One
+    venv a release, made once and never changed after: a second suite beside this one may
+    be serving from it."""
+    return venvs.venv(f"aiohttp-{aiohttp}", [f"aiohttp=={aiohttp}", f"redis[hiredis]=={venvs.floor('redis')}"])
 
 
 def http(method: str, url: str, body: bytes | None = None) -> tuple[int, bytes]:
@@ -119,24 +120,23 @@ def no_traceback(output: str) -> None:
     assert "Traceback" not in output and "Error handling request" not in output, output[-3000:]
 
 
-def test_the_lowest_declared_aiohttp_and_redis_py_serve_cached_route_reads(range_venv: Path, redis_url: str) -> None:
-    venvs.pip(range_venv, "install", f"aiohttp=={venvs.floor('aiohttp')}")
-    aiohttp_version, output = serve_cached_reads(range_venv, redis_url)
-    assert same(aiohttp_version, venvs.floor("aiohttp")) and same(venvs.version(range_venv, "redis"), venvs.floor("redis"))
+def test_the_lowest_declared_aiohttp_and_redis_py_serve_cached_route_reads(redis_url: str) -> None:
+    venv = release_venv(venvs.floor("aiohttp"))
+    aiohttp_version, output = serve_cached_reads(venv, redis_url)
+    assert same(aiohttp_version, venvs.floor("aiohttp")) and same(venvs.version(venv, "redis"), venvs.floor("redis"))
     no_traceback(output)
 
 
 @pytest.mark.parametrize("release", LATER_AIOHTTP)
-def test_a_later_aiohttp_release_serves_cached_route_reads(range_venv: Path, redis_url: str, release: str) -> None:
-    venvs.pip(range_venv, "install", f"aiohttp=={release}")
-    aiohttp_version, output = serve_cached_reads(range_venv, redis_url)
+def test_a_later_aiohttp_release_serves_cached_route_reads(redis_url: str, release: str) -> None:
+    aiohttp_version, output = serve_cached_reads(release_venv(release), redis_url)
     assert aiohttp_version == release
     no_traceback(output)
 
 
 def test_the_newest_aiohttp_and_redis_py_serve_cached_route_reads(redis_url: str) -> None:
     newest = venvs.venv("newest", [])
-    venvs.pip(newest, "install", "--upgrade", "aiohttp", "redis[hiredis]")  # whatever is newest today
+    venvs.upgrade(newest, "aiohttp", "redis[hiredis]")  # whatever is newest today
     _, output = serve_cached_reads(newest, redis_url)
     no_traceback(output)
 
