@@ -143,7 +143,8 @@ async def test_watch_of_an_old_version_returns_at_once(client: TestClient) -> No
     await register(client, registration())
     started = time.monotonic()
     resp = await client.get('/v1/routes/TopicTest?watch="0000"&timeout=10s')
-    assert resp.status == 200 and time.monotonic() - started < 1
+    # at once: long before the watch's 10 s, with room for a loaded machine
+    assert resp.status == 200 and time.monotonic() - started < 5
 
 
 async def test_watch_times_out_with_304_when_nothing_changes(client: TestClient) -> None:

@@ -100,12 +100,16 @@ def test_watches_past_the_cap_are_answered_at_once(target: Target) -> None:
                 async with session.get(url) as resp:
                     return resp.status, time.monotonic() - started
 
-            results = await asyncio.gather(*(one() for _ in range(60)))  # RMQ_MAX_WATCHES=50
-            return [status for status, took in results if took < 3]
+            return await asyncio.gather(*(one() for _ in range(60)))  # RMQ_MAX_WATCHES=50
 
     with target.watch() as w:
-        quick = asyncio.run(watches())
-    assert quick == [503] * 10
+        results = asyncio.run(watches())
+    refused = [took for status, took in results if status == 503]
+    waited = [took for status, took in results if status == 304]
+    # the 10 past the cap are refused at once: before any admitted watch has timed out,
+    # measured in the same run rather than against a clock a loaded machine stretches
+    assert len(refused) == 10 and len(waited) == 50
+    assert max(refused) < min(waited)
     w.assert_unharmed()
 
 
@@ -157,14 +161,16 @@ def test_a_slow_body_is_cut_off(target: Target) -> None:
         sock.sendall(b"POST /v1/brokers/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 3000000\r\n\r\n{")
         started = time.monotonic()
-        assert status_of(sock, timeout=8) == 408  # RMQ_HTTP_BODY_TIMEOUT_MS=2000
-        assert time.monotonic() - started < 5
+        # the body never comes, so a 408 can only be the deadline (RMQ_HTTP_BODY_TIMEOUT_MS=2000);
+        # the bound is generous: a loaded machine answers late, not otherwise
+        assert status_of(sock, timeout=30) == 408
+        assert time.monotonic() - started < 30
 
 
 def test_a_content_length_over_the_limit_is_refused_before_the_body(target: Target) -> None:
     with target.http_connect() as sock:
         sock.sendall(b"POST /v1/brokers/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 5000000\r\n\r\n")
-        started = time.monotonic()
-        assert status_of(sock, timeout=8) == 413
-        assert time.monotonic() - started < 1
+        # no body is sent: waiting for one would end in the body deadline's 408, so a 413 is
+        # the refusal before the body, however long a loaded machine took to send it
+        assert status_of(sock, timeout=30) == 413
