@@ -69,11 +69,16 @@ print(f"{sys.implementation.name}-{v[0]}.{v[1]}-{platform.system()}-{platform.ma
     fi
 }
 
-# apt-get install, as root or through sudo, updating the package lists once.
+# apt-get install, as root or through sudo, updating the package lists once. Two set-ups on
+# one machine at once (two suites side by side) take turns: apt's own lock on its lists
+# fails the second one at once rather than waiting for it.
 apt_install() {
     local sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     echo "==> installing $* from Debian packages" >&2
-    $sudo apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >&2
+    (
+        flock -w 900 9 || { echo "apt_install: another install held ${TMPDIR:-/tmp}/rmq-registry-apt.lock for 15 minutes" >&2; exit 1; }
+        $sudo apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=600 "$@" >&2
+    ) 9>"${TMPDIR:-/tmp}/rmq-registry-apt.lock"
 }
