@@ -7,16 +7,19 @@ the Redis Cluster tests pass on the lowest.
 Each runs the checkout's code on a venv of its own (tests/dependency_venvs.py: made
 with pip once, then reused). Select them with ``-m dependency_range``, leave them out with
 ``-m "not dependency_range"``; the first run downloads the wheels (a few minutes), later
-ones take seconds.
+ones take seconds. ``RMQ_AIOHTTP_RELEASES=all`` checks every aiohttp release above the
+floor that pip's index lists, not just the ones named below.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -36,6 +39,29 @@ TOPIC = "RangeTopic"
 # line, and 3.13.2 and 3.14.0, on which the old shortcut failed. A maintainer adds the last
 # of each new minor line here.
 LATER_AIOHTTP = ["3.9.5", "3.10.11", "3.11.18", "3.12.15", "3.13.2", "3.13.5", "3.14.0"]
+# RMQ_AIOHTTP_RELEASES=all checks every later release instead, a venv each: a maintainer's
+# check before a release of this project, too long for every suite.
+EVERY_RELEASE = "all"
+
+
+def every_later_aiohttp() -> list[str]:
+    """Every aiohttp release above the declared floor that the package index serves, oldest
+    first, as pip lists them (so with pip's own index configuration)."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "index", "versions",
+                           "aiohttp"], capture_output=True, text=True, timeout=120)
+    listed = re.search(r"^Available versions: (.+)$", done.stdout, re.MULTILINE)
+    if done.returncode != 0 or listed is None:
+        raise RuntimeError(f"pip index versions aiohttp listed no releases:\n{(done.stdout + done.stderr)[-2000:]}")
+    floor = Version(venvs.floor("aiohttp"))
+    releases = (Version(v.strip()) for v in listed.group(1).split(","))
+    return [str(v) for v in sorted(v for v in releases if v > floor and not v.is_prerelease)]
+
+
+def later_aiohttp() -> list[str]:
+    wanted = os.environ.get("RMQ_AIOHTTP_RELEASES", "")
+    if wanted and wanted != EVERY_RELEASE:
+        raise ValueError(f"RMQ_AIOHTTP_RELEASES={wanted!r}: the one value it takes is {EVERY_RELEASE!r}")
+    return every_later_aiohttp() if wanted else LATER_AIOHTTP
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +153,7 @@ def test_the_lowest_declared_aiohttp_and_redis_py_serve_cached_route_reads(redis
     no_traceback(output)
 
 
-@pytest.mark.parametrize("release", LATER_AIOHTTP)
+@pytest.mark.parametrize("release", later_aiohttp())
 def test_a_later_aiohttp_release_serves_cached_route_reads(redis_url: str, release: str) -> None:
     aiohttp_version, output = serve_cached_reads(release_venv(release), redis_url)
     assert aiohttp_version == release
