@@ -45,8 +45,8 @@ EVERY_RELEASE = "all"
 
 
 def every_later_aiohttp() -> list[str]:
-    """Every aiohttp release above the declared floor that the package index serves, oldest
-    first, as pip lists them (so with pip's own index configuration)."""
+    """Every aiohttp release above the declared floor that `pip index versions` lists (so
+    through pip's own index configuration), oldest first."""
     done = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "index", "versions",
                            "aiohttp"], capture_output=True, text=True, timeout=120)
     listed = re.search(r"^Available versions: (.+)$", done.stdout, re.MULTILINE)
