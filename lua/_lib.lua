@@ -505,6 +505,10 @@ local function notices_json(change)
   return cjson.encode(change.notices)
 end
 
+-- The bodies one address may be found by (register.lua): a split registration of 100,000
+-- topics in parts of 800 has 125.
+local MAX_BODY_DIGESTS = 128
+
 -- Removes addr from the group by value, not by id: a late removal must not take out a
 -- new member that has since taken the same id. Cascades when the group is left empty.
 local function detach(change, name, addr)
@@ -543,8 +547,7 @@ end
 -- Forgets the per-address rows: live, deadline, identity, filter servers. `name`: the
 -- group whose routes show the address's filter servers (nil when it is in none).
 local function forget_address(change, addr, name)
-  local digest = redis.call('HGET', K.member(addr), 'bodyDigest')
-  if digest then
+  for digest in string.gmatch(redis.call('HGET', K.member(addr), 'bodyDigest') or '', '%S+') do
     redis.call('HDEL', K.body_digests(), digest)
   end
   if redis.call('DEL', K.filter(addr)) == 1 and name then

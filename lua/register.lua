@@ -11,28 +11,18 @@
 -- ARGV[9]  '1' to remove this broker's QueueData for topics absent from its config
 -- ARGV[10] topic configs, a flat JSON array [topic, fingerprint, topic, fingerprint, ...], the
 --          fingerprint "readQueueNums,writeQueueNums,perm,topicSysFlag" (one argument: 10,000
---          topics as 20,000 arguments cost more to send). Mode 'full': the whole table;
---          mode 'diff': the entries that differ from the caller's copy of the group's
---          fingerprints (new topics, changed ones)
+--          topics as 20,000 arguments cost more to send): the whole table the body carries
+--          (with split registration, one part of the broker's table)
 -- ARGV[11] filter server addresses, a JSON array of strings
 -- ARGV[12] channel: the remoting connection this registration came on ('' over HTTP)
 -- ARGV[13] digest of the request body ('' when unknown), kept for register_unchanged.lua
--- ARGV[14] mode: 'full' or 'diff' (a master only)
--- ARGV[15] mode 'diff': the generation (broker:<name> topicsGen) of the caller's copy; the
---          script applies nothing and answers 'stale' when the group's is another one
--- ARGV[16] mode 'diff': JSON array of the copy's topics absent from the configs
--- ARGV[17] enableActingMaster as the broker sent it: '1', '0', or '' when its header has
+-- ARGV[14] enableActingMaster as the broker sent it: '1', '0', or '' when its header has
 --          none (a broker before 5.0): RocketMQ 5's prime-slave rule is for 5.x brokers only
--- ARGV[18] zoneName ('' when none)
--- ARGV[19] the static topics' queue mappings of the body, a flat JSON array
+-- ARGV[15] zoneName ('' when none)
+-- ARGV[16] the static topics' queue mappings of the body, a flat JSON array
 --          [topic, bname, TopicQueueMappingInfo JSON, ...]
--- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, status, generation,
---   rewritten, notices}: notices the JSON of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE
---   notices ('' for none); status 'ok' or 'stale'; generation: the group's new topicsGen when its
---   fingerprints are now exactly what the caller can tell ('' otherwise): in mode 'full' the
---   configs sent, in mode 'diff' the copy with the entries written (all of them when
---   rewritten is 1, new topics only when 0) and, rewritten with ARGV[9], without the absent
---   ones. A caller holding a copy sends only what differs next time (service/registry.py).
+-- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, notices}: notices
+--   the JSON of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE notices ('' for none).
 local cluster = ARGV[1]
 local addr = ARGV[2]
 local name = ARGV[3]
@@ -46,15 +36,9 @@ local topic_configs = cjson.decode(ARGV[10])
 local filter_servers = cjson.decode(ARGV[11])
 local channel = ARGV[12] or ''
 local body_digest = ARGV[13] or ''
-local diff_mode = ARGV[14] == 'diff' and id == '0'
-local acting = ARGV[17] or ''
-local zone = ARGV[18] or ''
-local mappings = cjson.decode(ARGV[19] or '[]')
-
--- the caller's copy is out of date: nothing is applied, it sends the whole table again
-if diff_mode and redis.call('HGET', K.broker(name), 'topicsGen') ~= ARGV[15] then
-  return {redis.call('GET', KEYS[1]) or '0', 0, 0, '', '', {}, 'stale', '', 0, ''}
-end
+local acting = ARGV[14] or ''
+local zone = ARGV[15] or ''
+local mappings = cjson.decode(ARGV[16] or '[]')
 
 -- A staged first registration (register_stage.lua) is published by this one: its pairs
 -- and topics are in place, readers and caches see them from now on.
@@ -166,7 +150,9 @@ end
 -- BrokerData's enableActingMaster and zoneName: the last registration's, as in RocketMQ
 local acting_flag = acting == '1' and '1' or '0'
 local group_row = redis.call('HMGET', K.broker(name), 'enableActingMaster', 'zoneName')
+local group_changed = false
 if (group_row[1] or '0') ~= acting_flag or (group_row[2] or '') ~= zone then
+  group_changed = true
   redis.call('HSET', K.broker(name), 'enableActingMaster', acting_flag)
   if zone == '' then
     redis.call('HDEL', K.broker(name), 'zoneName')
@@ -185,9 +171,15 @@ local prime = acting ~= '' and id ~= '0' and min_id(redis.call('HGETALL', K.addr
 -- written when it is new, or when it differs on a first registration or a new dataVersion; so a QueueData
 -- an operator deleted comes back, and an unchanged one costs a table lookup, not a call.
 local live_key = K.live(addr)
-local version_changed = redis.call('HGET', live_key, 'dataVersion') ~= data_version
+local was = redis.call('HMGET', live_key, 'dataVersion', 'haServerAddr', 'heartbeatTimeoutMillis', 'brokerName',
+  'brokerId', 'cluster')
+local version_changed = was[1] ~= data_version
+-- whether this registration leaves the address as its last one did, but for the topics it
+-- carries: then the address's other bodies still hold (a split registration's other parts)
+local alike = not register_first and not version_changed and was[2] == ha_addr and was[3] == int(timeout)
+  and was[4] == name and was[5] == id and was[6] == cluster and not group_changed
+  and (id ~= '0' or redis.call('HGET', K.broker(name), 'queuesIntact') == '1')
 local rewrite = register_first or version_changed
-local generation = ''
 if id == '0' or prime then
   -- a staged first registration (register_stage.lua) is published by this one: its pairs
   -- and topics are in place, readers and caches see them from now on
@@ -196,23 +188,7 @@ if id == '0' or prime then
     redis.call('HDEL', K.broker(name), 'staging')
     publish_staged(change, name)
   end
-  local known = {}
-  if diff_mode then
-    -- only the topics sent: the caller's copy holds the others as they are stored
-    local names = {}
-    for i = 1, #topic_configs, 2 do
-      names[#names + 1] = topic_configs[i]
-    end
-    for i = 1, #names, SLICE do
-      local last = math.min(i + SLICE - 1, #names)
-      local fps = redis.call('HMGET', K.broker_topics(name), unpack(names, i, last))
-      for j = i, last do
-        known[names[j]] = fps[j - i + 1] or nil
-      end
-    end
-  else
-    known = fingerprints(name)
-  end
+  local known = fingerprints(name)
   local wipe_write = prime and acting_flag == '1'
   local writes, seen = {}, {}
   for i = 1, #topic_configs, 2 do
@@ -227,14 +203,8 @@ if id == '0' or prime then
       writes[#writes + 1] = split_fp({topic, fp})
     end
   end
-  local exact = rewrite  -- every config sent is now stored as sent
   put_queues(change, name, writes, known)
-  if diff_mode then
-    if delete_absent and rewrite then
-      drop_queues(change, name, cjson.decode(ARGV[16]))
-    end
-    exact = true  -- the caller applies the same steps to its copy
-  elseif delete_absent and rewrite then
+  if delete_absent and rewrite then
     local absent = {}
     for topic in pairs(known) do
       if not seen[topic] then
@@ -242,12 +212,6 @@ if id == '0' or prime then
       end
     end
     drop_queues(change, name, absent)
-  elseif exact then
-    exact = redis.call('HLEN', K.broker_topics(name)) == #topic_configs / 2
-  end
-  if exact and id == '0' then  -- a prime slave's writes leave no copy a worker holds
-    generation = tostring(redis.call('INCR', K.topics_gen()))
-    redis.call('HSET', K.broker(name), 'topicsGen', generation)
   end
   put_mappings(change, mappings)
 end
@@ -257,15 +221,7 @@ redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName
   'brokerId', id, 'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout),
   'dataVersion', data_version, 'channel', channel)
 touch_live(addr, now, timeout)
-local old_digest = redis.call('HGET', K.member(addr), 'bodyDigest')
-if old_digest and old_digest ~= body_digest then
-  redis.call('HDEL', K.body_digests(), old_digest)
-end
-redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster,
-  'brokerName', name, 'brokerId', id, 'bodyDigest', body_digest)
-if body_digest ~= '' then
-  redis.call('HSET', K.body_digests(), body_digest, addr)
-end
+redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name, 'brokerId', id)
 
 -- 5. filterServerTable: absent leaves it, empty removes it, non-empty replaces it
 if filter_mode == 'set' then
@@ -281,15 +237,36 @@ if filter_mode == 'set' then
       redis.call('RPUSH', K.filter(addr), unpack(new_list))
     end
     touch_group(change, name)
+    alike = false
   end
 end
+
+-- 6. the bodies register_unchanged.lua finds this address by (member's bodyDigest, space
+-- separated): this one's, and the address's earlier ones when this registration left the
+-- address as they did. A broker with enableSplitRegistration sends its table in parts,
+-- each its own body: each part then takes the unchanged path when it did not change.
+local kept = {}
+for held in string.gmatch(redis.call('HGET', K.member(addr), 'bodyDigest') or '', '%S+') do
+  if alike and held ~= body_digest then
+    kept[#kept + 1] = held
+  elseif held ~= body_digest then
+    redis.call('HDEL', K.body_digests(), held)
+  end
+end
+while #kept >= MAX_BODY_DIGESTS do
+  redis.call('HDEL', K.body_digests(), table.remove(kept, 1))
+end
+if body_digest ~= '' then
+  kept[#kept + 1] = body_digest
+  redis.call('HSET', K.body_digests(), body_digest, addr)
+end
+redis.call('HSET', K.member(addr), 'bodyDigest', table.concat(kept, ' '))
 
 -- every QueueData of the master's config is in place now
 if id == '0' then
   redis.call('HSET', K.broker(name), 'queuesIntact', '1')
 end
 
--- 6. the answer
+-- 7. the answer
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
-return {CHANGE, change.visible and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', generation, rewrite and 1 or 0,
-  notices_json(change)}
+return {CHANGE, change.visible and 1 or 0, master_found, master_addr, master_ha, kv, notices_json(change)}

@@ -39,16 +39,17 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # BrokerData: the group's cluster and name; as its last registration sent them, whether
     # it runs with enableActingMaster ('1'/'0') and its zoneName; for the scripts:
     # queuesIntact ('1': every QueueData its master registered is in place, so an unchanged
-    # re-registration may take the fast path), topicsGen (the generation of broker-topics a
-    # worker's copy may be diffed against; absent: none is), staging (a staged first
-    # registration is under way: readers skip the group)
+    # re-registration may take the fast path), topicsGen (the generation of a staging under
+    # way; any other change to the group's QueueData removes it, making that staging stale),
+    # staging (a staged first registration is under way: readers skip the group)
     "broker": ("cluster", "brokerName", "enableActingMaster", "zoneName", "queuesIntact", "topicsGen", "staging"),
     # BrokerLiveInfo, with a key TTL: channel is the id of the remoting connection that
     # last registered or refreshed it ('' over HTTP), which alone may remove it on close
     "live": ("brokerAddr", "cluster", "brokerName", "brokerId", "haServerAddr", "lastUpdateTimestamp",
              "heartbeatTimeoutMillis", "dataVersion", "channel"),
-    # an address's identity, no TTL (for the expiry cascade); bodyDigest: its last full
-    # registration's body, the key of its entry in body-digests
+    # an address's identity, no TTL (for the expiry cascade); bodyDigest: the digests (space
+    # separated) of the bodies the address may be found by, their keys in body-digests (a
+    # split registration's parts: several)
     "member": ("brokerAddr", "cluster", "brokerName", "brokerId", "bodyDigest"),
     # QueueData of one (topic, broker name)
     "queue": ("topic", "brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"),
@@ -192,8 +193,8 @@ class Keys:
 
     @property
     def topics_gen(self) -> str:
-        """STRING counter: each broker_topics state a worker may copy gets the next value
-        (broker row's topicsGen), so a copy is never mistaken for a later state."""
+        """STRING counter: each staging of a group's QueueData gets the next value (broker
+        row's topicsGen), so a staging is never mistaken for a later one."""
         return f"{self.tag}:topics-gen"
 
     # -- KVConfig

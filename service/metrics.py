@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # rmq_table_changes_total's scripts: every script that writes, and the fast path's own count
 CHANGE_SCRIPTS = (*(s for s in SCRIPTS if s not in READ_SCRIPTS), "register_unchanged")
 # rmq_full_registrations_total's paths (service.registry counts them)
-REGISTER_PATHS = ("diff", "stale", "staged", "full")
+REGISTER_PATHS = ("staged", "full")
 
 
 def labelled(name: str, text: str, label: str, counts: Counter[str] | dict[str, int], known: Iterable[str]) -> Metric:
@@ -58,9 +58,8 @@ class CoreCollector(Collector):
                                   value=registry.store.errors)
         yield labelled("rmq_redis_refusals", "writes Redis refused, by cause (out of memory, read-only replica, snapshot failing)",
                        "cause", registry.store.refusals.counts, REFUSAL_CAUSES)
-        yield labelled("rmq_full_registrations", "registrations past the unchanged fast path, by how they went: diff "
-                       "(only what differs from this worker's copy), stale (the copy was out of date), "
-                       "staged (a new group's, in slices), full", "path", registry.register_paths, REGISTER_PATHS)
+        yield labelled("rmq_full_registrations", "registrations past the unchanged fast path, by how they went: "
+                       "staged (a new group's, in slices), full (one script)", "path", registry.register_paths, REGISTER_PATHS)
         yield GaugeMetricFamily("rmq_redis_unreachable_seconds", "how long this worker has not reached Redis (its change "
                                 "record poll fails); 0 while the last poll succeeded", value=self._unreachable_s())
         lag = GaugeMetricFamily("rmq_scanner_lag_ms", "how far past its deadline the most overdue broker is: measured at each "

@@ -244,14 +244,8 @@ class TopicConfigWrapper(_Doc):
     @property
     def fingerprints(self) -> dict[str, str] | None:
         """The table's fingerprints when validation made them on the way (a plain table:
-        nearly every registration), else None. When set, they are what the registration
-        registers: a body read as a change to an earlier one (service/remoting/body_deltas.py)
-        has only the configs that changed in topicConfigTable and every topic here."""
+        nearly every registration), else None."""
         return self._fingerprints
-
-    def registering(self, fps: dict[str, str]) -> None:
-        """Registers the topics of `fps` (validated earlier, see ``fingerprints``)."""
-        self._fingerprints = fps
 
     @field_validator("topicConfigTable")
     @classmethod

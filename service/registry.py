@@ -71,9 +71,8 @@ class Registry:
         self.on_change = on_change
         self.operations: Counter[str] = Counter()  # applied changes by script (for /metrics)
         self.skipped_topics: Counter[str] = Counter()  # topic configs left out, by reason (for /metrics)
-        self.copies = registration.Copies()  # big groups' stored fingerprints, to send only what differs
-        # registrations by how they went: 'diff' (only what differs from a copy), 'stale' (a
-        # copy found out of date), 'staged' (a new group's, in slices), 'full' (for /metrics)
+        # registrations past the unchanged path, by how they went: 'staged' (a new group's,
+        # in slices, then published) or 'full' (one script) (for /metrics)
         self.register_paths: Counter[str] = Counter()
         self.route_reads: SharedReads[Route] = SharedReads()
         # told the NOTIFY_MIN_BROKER_ID_CHANGE notices of the scripts that change a group's
@@ -133,39 +132,19 @@ class Registry:
         fps = wrapper.fingerprints if writer else {}
         if fps is None:  # a table that went through the full validation (skipped topics)
             fps = await registration.off_loop(len(table), registration.fingerprints, table)
-        size = len(fps)
-        copy = self.copies.get(name) if master else None
-        for _ in range(2):  # a copy found out of date, then perhaps a staging
-            if copy is None and master and size >= self.STAGE_MIN:
-                copy = await self._stage(name, fps)
-            if copy is None:
-                break
-            generation, held = copy
-            plan = await registration.off_loop(size, registration.plan, held, fps, delete_absent)
-            result = await self.scripts.register(**common, topics=orjson.dumps(registration.flat(plan.changed)),
-                                                 mode="diff", generation=generation, absent=orjson.dumps(plan.absent))
-            self._applied("register", result.change, result.notices)
-            if result.status == "ok":
-                fresh = plan.if_rewritten if result.rewritten else plan.if_not
-                self.copies.put(name, result.generation, fresh)
-                self.register_paths["diff"] += 1
-                return _answer(result.answer)
-            self.register_paths["stale"] += 1
-            self.copies.drop(name)  # out of date: the whole table goes
-            copy = None
-        flat = await registration.off_loop(size, lambda: orjson.dumps(registration.flat(fps)))
-        result = await self.scripts.register(**common, topics=flat, mode="full", generation="", absent=b"[]")
+        staged = master and len(fps) >= self.STAGE_MIN and await self._stage(name, fps)
+        self.register_paths["staged" if staged else "full"] += 1
+        flat = await registration.off_loop(len(fps), lambda: orjson.dumps(registration.flat(fps)))
+        result = await self.scripts.register(**common, topics=flat)
         self._applied("register", result.change, result.notices)
-        if master:
-            self.copies.put(name, result.generation, fps)
-        self.register_paths["full"] += 1
         return _answer(result.answer)
 
-    async def _stage(self, name: str, fps: dict[str, str]) -> tuple[str, dict[str, str]] | None:
+    async def _stage(self, name: str, fps: dict[str, str]) -> bool:
         """Writes the QueueData of a new group's master a slice at a time, where no reader
         sees them (lua/register_stage.lua); the registration then publishes them in one
-        short script. None when the group is visible already or another registration of it
-        took over the staging: the registration then goes in one script."""
+        short script. Gives up (False) when the group is visible already or another
+        registration of it took over the staging: the registration then writes them in one
+        script."""
         # the slices as register.lua's flat [topic, fingerprint, ...] lists, made without a
         # tuple per topic (10,000 of them set the garbage collector going over the heap)
         flat = registration.flat(fps)
@@ -176,19 +155,18 @@ class Registry:
             staged = await self.scripts.register_stage(name, "", slices[0])
             self._applied("register_stage", staged.change)
             if staged.status == "published":
-                return None
+                return False
             if staged.status == "staged":
                 generation = staged.detail
                 break
         if not generation:
-            return None
+            return False
         for part in slices[1:]:
             staged = await self.scripts.register_stage(name, generation, part)
             self._applied("register_stage", staged.change)
             if staged.status != "staged":
-                return None
-        self.register_paths["staged"] += 1
-        return generation, fps
+                return False
+        return True
 
     def _report_skipped(self, req: RegisterRequest) -> None:
         """One warning per registration, however many topics it skipped, and the counter."""

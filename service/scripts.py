@@ -47,9 +47,6 @@ class Registered(NamedTuple):
     change: Any
     changed: bool  # a visible change
     answer: Answer
-    status: str  # 'ok', or 'stale': mode 'diff' with a copy out of date, nothing applied
-    generation: str  # the group's new topicsGen when the caller's copy is now exact, else ''
-    rewritten: bool  # the QueueData were compared in full (first registration or new dataVersion)
     notices: list[dict[str, Any]]
 
 
@@ -96,17 +93,13 @@ class Scripts:
     # ------------------------------------------------------------------ broker-facing
     async def register(self, *, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str, timeout_ms: int,
                        data_version: str, keep_filters: bool, delete_absent: bool, topics: bytes, filters: bytes,
-                       channel: str, digest: str, mode: str, generation: str, absent: bytes, acting: str, zone: str,
-                       mappings: bytes) -> Registered:
-        """lua/register.lua. `topics`: the JSON [topic, fingerprint, ...] (mode 'full': the
-        whole table; 'diff': what differs from the copy of `generation`, `absent` the
-        copy's topics not sent); `acting` '1'/'0'/'' (no header: a broker before 5.0)."""
+                       channel: str, digest: str, acting: str, zone: str, mappings: bytes) -> Registered:
+        """lua/register.lua. `topics`: the JSON [topic, fingerprint, ...] of the body's
+        table; `acting` '1'/'0'/'' (no header: a broker before 5.0)."""
         r = await self.store.run("register", [
             cluster, addr, name, broker_id, ha_addr, timeout_ms, data_version, "keep" if keep_filters else "set",
-            "1" if delete_absent else "0", topics, filters, channel, digest, mode, generation, absent, acting, zone,
-            mappings])
-        return Registered(r[0], bool(int(r[1])), _answer(*r[2:6]), text(r[6]), text(r[7]), bool(int(r[8])),
-                          _notices(r[9]))
+            "1" if delete_absent else "0", topics, filters, channel, digest, acting, zone, mappings])
+        return Registered(r[0], bool(int(r[1])), _answer(*r[2:6]), _notices(r[6]))
 
     async def register_stage(self, name: str, generation: str, topics: bytes) -> Staged:
         """lua/register_stage.lua: one slice of a new group's first registration."""

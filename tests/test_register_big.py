@@ -1,7 +1,5 @@
-"""Registrations of brokers with many topics: what a worker sends when it holds a copy of
-the group's fingerprints (only what differs), when that copy is out of date (refused
-whole, sent again in full), and a new group's first registration, staged in slices that
-no reader sees until one script publishes them (service/registration.py,
+"""Registrations of brokers with many topics: a new group's first registration, staged in
+slices that no reader sees until one script publishes them (service/registry.py,
 lua/register_stage.lua). Against the test's real redis-server."""
 
 from __future__ import annotations
@@ -15,13 +13,11 @@ import redis
 
 from service.config import Settings
 from service.models import RegisterRequest, validated
-from service.registration import COPY_MIN_TOPICS, Copies, diff
 from service.registry import Registry
 from service.store import Store
 from tests.builders import registration, topic_config
-from tests.tables import snapshot, violations
+from tests.tables import violations
 
-N = COPY_MIN_TOPICS + 100  # enough topics for a worker to keep a copy
 
 
 def table(n: int, prefix: str = "T", **changes: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -37,86 +33,11 @@ def request(settings: Settings, topics: dict[str, dict[str, Any]], version: int,
 
 
 def registry(settings: Settings, **overrides: Any) -> Registry:
-    """A registry that registers new groups in one script: the copies' tests (staging has
-    its own, ``staged_registry``)."""
+    """A registry that registers new groups in one script (staging has its own,
+    ``staged_registry``)."""
     reg = Registry(Store(settings.with_overrides(**overrides)))
     reg.STAGE_MIN = 10**9
     return reg
-
-
-def tables_of(r: redis.Redis) -> dict[str, Any]:
-    """The route tables without what differs between two equal histories: change records,
-    counters, the generations of copies."""
-    out = snapshot(r)
-    for key in ("{rmq}:version", "{rmq}:changelog", "{rmq}:topics-gen"):
-        out.pop(key, None)
-    for key, value in out.items():
-        if isinstance(value, dict):
-            value.pop("topicsGen", None)
-    return out
-
-
-# new topic, changed topic (queue count), topic gone; then, with the same dataVersion,
-# another change (not written: only a new dataVersion rewrites) and a new topic (written);
-HISTORY = [
-    (table(N), 1),
-    ({**{k: v for k, v in table(N, T0001={"writeQueueNums": 8}).items() if k != "T0002"},
-      "New1": topic_config("New1")}, 2),
-    ({**{k: v for k, v in table(N, T0003={"perm": 4}).items() if k != "T0002"},
-      "New1": topic_config("New1"), "New2": topic_config("New2")}, 2),
-    # that change again with a new dataVersion: written now
-    ({**table(N, T0003={"perm": 4}), "New1": topic_config("New1"), "New2": topic_config("New2")}, 3),
-]
-
-
-@pytest.mark.parametrize("delete_absent", [False, True], ids=["absent kept", "absent deleted"])
-async def test_registrations_sent_as_differences_leave_the_tables_full_ones_leave(
-        settings: Settings, r: redis.Redis, delete_absent: bool) -> None:
-    full = registry(settings, delete_topic_with_broker_registration=delete_absent)
-    full.copies = Copies(max_topics=0)  # holds no copy: every registration goes whole
-    for topics, version in HISTORY:
-        await full.register(request(settings, topics, version))
-    expected = tables_of(r)
-    assert full.register_paths == {"full": len(HISTORY)}
-    r.flushall()
-
-    diffing = registry(settings, delete_topic_with_broker_registration=delete_absent)
-    for topics, version in HISTORY:
-        await diffing.register(request(settings, topics, version))
-    assert diffing.register_paths == {"full": 1, "diff": len(HISTORY) - 1}
-    assert tables_of(r) == expected
-    assert violations(r) == []
-
-
-async def test_a_copy_another_worker_made_out_of_date_is_refused_and_the_table_sent_whole(
-        settings: Settings, r: redis.Redis) -> None:
-    a, b = registry(settings), registry(settings)
-    await a.register(request(settings, table(N), 1))
-    await b.register(request(settings, table(N, T0001={"writeQueueNums": 8}), 2))  # a's copy is out of date now
-    await a.register(request(settings, table(N, T0005={"readQueueNums": 2}), 3))
-    assert a.register_paths == {"full": 2, "stale": 1}
-    fingerprints = r.hgetall("{rmq}:broker-topics:broker-a")
-    assert fingerprints == {t: "4,4,6,0" for t in table(N)} | {"T0005": "2,4,6,0"}
-    assert r.hget("{rmq}:queue:T0001:broker-a", "writeQueueNums") == "4"
-
-
-async def test_a_group_stored_without_a_generation_registers_in_full(settings: Settings, r: redis.Redis) -> None:
-    """Tables an earlier version wrote have no topicsGen: a copy never matches them."""
-    reg = registry(settings)
-    await reg.register(request(settings, table(N), 1))
-    r.hdel("{rmq}:broker:broker-a", "topicsGen")
-    await reg.register(request(settings, table(N, T0001={"perm": 2}), 2))
-    assert reg.register_paths == {"full": 2, "stale": 1}
-    assert r.hget("{rmq}:queue:T0001:broker-a", "perm") == "2"
-
-
-async def test_an_operators_change_to_a_group_makes_copies_of_it_out_of_date(settings: Settings, r: redis.Redis) -> None:
-    reg = registry(settings)
-    await reg.register(request(settings, table(N), 1))
-    await reg.write_perm("broker-a", "wipe")  # every QueueData of the group changes
-    await reg.register(request(settings, table(N), 2))  # a new dataVersion rewrites them
-    assert reg.register_paths == {"full": 2, "stale": 1}
-    assert set(r.hvals("{rmq}:broker-topics:broker-a")) == {"4,4,6,0"}
 
 
 def staged_registry(settings: Settings) -> Registry:
@@ -169,7 +90,7 @@ async def test_a_new_groups_big_registration_is_seen_whole_or_not_at_all(setting
     writer = staged_registry(settings)
     staged_reads, seen = await reads_while(writer.register(request(settings, topics, 1)), reader, r,
                                            ("S0000", "S0150", "S0299"), shared=True)
-    assert writer.register_paths == {"staged": 1, "diff": 1}
+    assert writer.register_paths == {"staged": 1}
     assert staged_reads > 0, "no read ran while the registration was staged"
     assert seen == sorted(seen), "a read saw the registration, a later one did not"
     assert (await reader.route("S0150")).data is not None and violations(r) == []
@@ -188,7 +109,7 @@ async def test_a_masters_big_first_registration_after_its_slaves_is_staged_and_s
     writer = staged_registry(settings)
     staged_reads, seen = await reads_while(writer.register(request(settings, topics, 1)), reader, r,
                                            ("S0000", "S0299"), shared=True)
-    assert writer.register_paths == {"staged": 1, "diff": 1}
+    assert writer.register_paths == {"staged": 1}
     assert staged_reads > 0, "no read ran while the registration was staged"
     assert seen == sorted(seen), "a read saw the registration, a later one did not"
     route = (await reader.route("S0150")).data
@@ -209,7 +130,7 @@ async def test_a_staging_that_never_published_is_invisible_and_removed_by_the_ne
 
     reg.STAGE_MIN = 100
     await reg.register(request(settings, table(150, prefix="New"), 1))
-    assert reg.register_paths == {"staged": 1, "diff": 1}
+    assert reg.register_paths == {"staged": 1}
     assert not any(r.exists(f"{{rmq}}:queue:{t}:broker-a") for t in stopped)
     assert (await reg.topic_list("all"))[1]["topicList"] == sorted(table(150, prefix="New"))
     assert violations(r) == []
@@ -261,7 +182,7 @@ async def test_a_group_published_while_another_stages_leaves_the_others_topics_h
     first = await reg.store.run("register_stage", ["broker-b", "", '["B0","4,4,6,0"]'])
     assert first[1] == b"staged"
     await reg.register(request(settings, {"Shared": topic_config("Shared")} | table(150, prefix="A"), 1))
-    assert reg.register_paths == {"full": 1, "staged": 1, "diff": 1}
+    assert reg.register_paths == {"full": 1, "staged": 1}
     listed = (await reg.topic_list("all"))[1]["topicList"]
     assert "A0100" in listed and "B0" not in listed
     assert (await reg.route("B0")).body is None
@@ -297,14 +218,3 @@ async def test_a_staged_group_sharing_more_topics_than_a_change_names_is_publish
     assert len((await reg.route("S1000")).data["brokerDatas"]) == 2
     assert "N0400" in (await reg.topic_list("all"))[1]["topicList"]
     assert violations(r) == []
-
-
-@pytest.mark.parametrize("fps,changed,absent", [
-    ({"A": "1,1,6,0", "B": "2,2,6,0"}, {"B": "2,2,6,0"}, []),  # one changed
-    ({"A": "1,1,6,0", "B": "1,1,6,0", "C": "1,1,6,0"}, {"C": "1,1,6,0"}, []),  # one added
-    ({"A": "1,1,6,0"}, {}, ["B"]),  # one gone
-    ({"A": "1,1,6,0", "C": "1,1,6,0"}, {"C": "1,1,6,0"}, ["B"]),  # one gone, one added
-], ids=["changed", "added", "gone", "gone and added"])
-def test_a_diff_names_what_changed_and_what_is_gone(fps: dict[str, str], changed: dict[str, str],
-                                                    absent: list[str]) -> None:
-    assert diff({"A": "1,1,6,0", "B": "1,1,6,0"}, fps) == (changed, absent)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
@@ -33,25 +33,7 @@ def json_body(body: bytes, what: str) -> Any:
 MAX_INFLATED = MAX_FRAME
 
 
-class Layout(NamedTuple):
-    """Where a registration body's topic table lies (service/remoting/body_deltas.py reads
-    the next body against it): in ``data`` (the body, or its compressed form inflated), from
-    ``start`` to ``end``; for the compressed form, where each topic's part starts, from
-    ``start`` (None for JSON, whose configs are found by their separators)."""
-
-    data: bytes
-    start: int
-    end: int
-    starts: list[int] | None
-
-
 def register_broker_body(body: bytes, compressed: bool, version: int, max_topics: int | None = None) -> dict[str, Any]:
-    """The document of ``register_broker_body_laid_out``."""
-    return register_broker_body_laid_out(body, compressed, version, max_topics)[0]
-
-
-def register_broker_body_laid_out(body: bytes, compressed: bool, version: int,
-                                  max_topics: int | None = None) -> tuple[dict[str, Any], Layout | None]:
     """RegisterBrokerBody -> {"topicConfigSerializeWrapper": {...}, "filterServerList": [...]}.
 
     Plain: fastjson JSON of RegisterBrokerBody. Compressed (header ``compressed=true``): a
@@ -60,108 +42,16 @@ def register_broker_body_laid_out(body: bytes, compressed: bool, version: int,
     ``compressed=false`` in the header (BrokerOuterAPI.registerBrokerAll always sets false),
     so a body starting with a zlib header (0x78; JSON starts with '{') is inflated too.
     More than ``max_topics`` topics (when given) is refused before any of them is read further.
-    Also where the compressed form's topic table lies in it inflated (a plain body's: see
-    service/remoting/body_deltas.py ``plain_layout``).
     """
     if compressed or is_compressed(body):
         return _inflate_register(body, version, max_topics)
-    doc = parse_sliced(body) if len(body) >= 2 * SLICE_BYTES else None
-    if doc is None:
-        doc = json_body(body, "RegisterBrokerBody")
+    doc = json_body(body, "RegisterBrokerBody")
     if not isinstance(doc, dict):
         raise BodyError("RegisterBrokerBody must be a JSON object")
     wrapper = doc.get("topicConfigSerializeWrapper")
     table = wrapper.get("topicConfigTable") if isinstance(wrapper, dict) else None
     if isinstance(table, dict):
         _check_topic_count(len(table), max_topics)
-    return doc, None
-
-
-# ------------------------------------------------------------- plain, in fastjson's layout
-# fastjson writes a bean's fields in name order, so a 4.x RegisterBrokerBody's topic table
-# is the last thing in it:
-#   {"filterServerList":[...],"topicConfigSerializeWrapper":{"dataVersion":{...},
-#    "topicConfigTable":{"T1":{...},"T2":{...}}}}
-# and a 5.x one's (TopicConfigAndMappingSerializeWrapper) is followed by the static topics'
-# mappings, in which fastjson writes integer map keys bare (``{0:0}``):
-#   {"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{...},
-#    "mappingDataVersion":{...},"topicConfigTable":{...},"topicQueueMappingDetailMap":{...},
-#    "topicQueueMappingInfoMap":{"ST1":{...,"currIdMap":{0:0,1:1},...}}}}
-TABLE_KEY = b'"topicConfigTable":{'
-TABLE_TAIL = b"}}}"  # the table's, the wrapper's and the body's closing braces
-# the table's closing brace and the field after it, in a 5.x body
-MAPPINGS_AFTER_TABLE = b'},"topicQueueMappingDetailMap":'
-CONFIG_BETWEEN = b'},"'  # a config's end and the next one's name: inside a JSON string '"' is escaped
-# A config's end and the next topic's name and opening brace: 5.x configs hold an object
-# ("attributes":{},"order":...), whose end the bare separator would also find.
-NEXT_CONFIG = re.compile(rb'\},"[^"\\]*":\{')
-
-# A big plain body's table is parsed this many bytes at a time: the decoding thread holds
-# the GIL for one slice, not for the whole body, so the event loop's route reads wait that
-# long at most (bench/README.md, reads during registrations).
-SLICE_BYTES = 128 * 1024
-
-
-def table_span(body: bytes) -> tuple[int, int] | None:
-    """Where a plain body's topic table lies, from its first topic to its closing brace,
-    in either layout above; None in another."""
-    at = body.find(TABLE_KEY)
-    if at < 0:
-        return None
-    start = at + len(TABLE_KEY)
-    after = body.rfind(MAPPINGS_AFTER_TABLE, start)
-    if after >= 0:
-        return start, after
-    if body.endswith(TABLE_TAIL):
-        return start, len(body) - len(TABLE_TAIL)
-    return None
-
-
-def plain_head(body: bytes, start: int, end: int) -> dict[str, Any]:
-    """The document of a plain body with its table (from `start` to `end`, see
-    ``table_span``) left empty; BodyError when that is not a RegisterBrokerBody whose
-    wrapper's table is the part cut out."""
-    rest = body[end:]
-    try:
-        head = fastjson.loads(body[:start] + rest)
-    except ValueError as e:
-        raise BodyError(str(e)) from None
-    wrapper = head.get("topicConfigSerializeWrapper") if isinstance(head, dict) else None
-    if not isinstance(wrapper, dict) or wrapper.get("topicConfigTable") != {}:
-        raise BodyError("not fastjson's layout")
-    return head
-
-
-def parse_sliced(body: bytes) -> dict[str, Any] | None:
-    """A big plain body parsed a slice of its table at a time, each cut after a config's
-    "}" (see SLICE_BYTES); None when it is not in fastjson's layout or a slice does not
-    parse as whole configs (a config holding an object: cut inside it, the next slice has
-    one "}" too many), and the body is parsed whole. Keys repeated across slices end as a
-    whole parse leaves them: where first seen, with the last value. What lies around the
-    table (a 5.x body's static topic mappings, bare keys and all) is parsed apart."""
-    span = table_span(body)
-    if span is None:
-        return None
-    start, end = span
-    try:
-        doc = plain_head(body, start, end)
-    except BodyError:
-        return None
-    table: dict[str, Any] = {}
-    at = start
-    while at < end:
-        found = NEXT_CONFIG.search(body, at + SLICE_BYTES, end)
-        cut = found.start() if found is not None else -1
-        stop = cut + 1 if cut >= 0 else end
-        try:
-            part = orjson.loads(b"{" + body[at:stop] + b"}")
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(part, dict):
-            return None
-        table.update(part)
-        at = stop + 1 if cut >= 0 else end
-    doc["topicConfigSerializeWrapper"]["topicConfigTable"] = table
     return doc
 
 
@@ -239,15 +129,12 @@ class Parts:
             raise BodyError("compressed RegisterBrokerBody has a negative count")
         return n
 
-    def parts(self, count: int, starts: list[int] | None = None) -> list[bytes]:
+    def parts(self, count: int) -> list[bytes]:
         """`count` parts in a row (one topic config each): the loop of ``part``, inlined,
-        since a broker sends 10,000 of them. `starts` gets where each began, from the first."""
+        since a broker sends 10,000 of them."""
         data, pos, size, unpack = self.data, self.pos, len(self.data), _INT32.unpack_from
-        first = pos
         out = []
         for _ in range(count):
-            if starts is not None:
-                starts.append(pos - first)
             if pos + 4 > size:
                 raise BodyError("compressed RegisterBrokerBody ends early")
             (n,) = unpack(data, pos)
@@ -264,7 +151,7 @@ class Parts:
 _INT32 = struct.Struct(">i")
 
 
-def _inflate_register(body: bytes, version: int, max_topics: int | None) -> tuple[dict[str, Any], Layout]:
+def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict[str, Any]:
     """RegisterBrokerBody.encode(true): after inflating,
 
     int32 n + DataVersion JSON; int32 count; count x (int32 n + TopicConfig.encode()),
@@ -278,9 +165,7 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> tupl
     data_version = json_body(stream.part(), "DataVersion")
     count = stream.count()
     _check_topic_count(count, max_topics)
-    start, starts = stream.pos, []
-    table = topic_configs(stream.parts(count, starts))
-    layout = Layout(stream.data, start, stream.pos, starts)
+    table = topic_configs(stream.parts(count))
     filters_json = stream.part()
     try:
         filters = fastjson.loads(filters_json) if filters_json else []
@@ -297,7 +182,7 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> tupl
         "topicConfigSerializeWrapper": {"dataVersion": data_version, "topicConfigTable": table,
                                         "topicQueueMappingInfoMap": mappings},
         "filterServerList": filters if filters is not None else [],
-    }, layout
+    }
 
 
 # One TopicConfig line as nearly every broker writes it: a name without spaces or line

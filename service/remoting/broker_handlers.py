@@ -1,6 +1,5 @@
-"""The requests brokers send: REGISTER_BROKER (with its unchanged fast path, and big
-bodies read as a change to their broker's previous one: service/remoting/body_deltas.py),
-UNREGISTER_BROKER, BROKER_HEARTBEAT and QUERY_DATA_VERSION."""
+"""The requests brokers send: REGISTER_BROKER (with its unchanged fast path: a body found
+by its digest), UNREGISTER_BROKER, BROKER_HEARTBEAT and QUERY_DATA_VERSION."""
 
 from __future__ import annotations
 
@@ -11,8 +10,6 @@ from typing import Any
 from service.models import HeartbeatRequest, QueryDataVersionRequest, RegisterRequest, UnregisterRequest
 from service.registration import body_digest
 from service.remoting import bodies, codes
-from service.remoting.bodies import Layout
-from service.remoting.body_deltas import plain_layout
 from service.remoting.codec import Command
 from service.remoting.requests import (
     CHANNEL,
@@ -80,7 +77,8 @@ async def register_broker(ctx: HandlerContext, cmd: Command) -> Command:
 
 async def _register_broker(ctx: HandlerContext, cmd: Command) -> Command:
     # Brokers send the same registration every 30 s (4.x forces a full one on that timer):
-    # when it is the one this address last registered in full, only liveness is refreshed,
+    # when it is one this address registered in full and nothing changed since (with split
+    # registration, each part is a body of its own), only liveness is refreshed,
     # without decoding, validating or walking its topics again (as over HTTP).
     digest = registration_digest(cmd)
     channel = CHANNEL.get()
@@ -92,71 +90,18 @@ async def _register_broker(ctx: HandlerContext, cmd: Command) -> Command:
     crc = long_field(cmd, "bodyCrc32", required=False) or 0
     if crc != 0 and crc != bodies.crc32(cmd.body):
         raise RemotingError(codes.SYSTEM_ERROR, "crc32 not match")
-    key = cmd.ext_fields.get("brokerAddr", "")
-    req = delta_request(ctx, cmd, key, data)
-    if req is None:
-        req, layout = await decoded(ctx, cmd, lambda: whole_request(ctx, cmd, data))
-        wrapper = req.topicConfigSerializeWrapper
-        if wrapper.fingerprints is not None and not wrapper.skipped:
-            ctx.deltas.keep(key, layout, wrapper.fingerprints, req.filterServerList)
-        else:
-            ctx.deltas.drop(key)
+    # the whole body, decoded off the event loop when it is big (requests.decoded)
+    req = await decoded(ctx, cmd, lambda: register_request(ctx, cmd, data))
     return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
 
 
-def compressed_form(cmd: Command) -> bool | None:
-    """Whether a RegisterBrokerBody is in the compressed form (True) or plain JSON (False);
-    None for a bare wrapper (brokers before 3.0.11) or no body: never read as a change."""
-    if cmd.version < codes.V3_0_11 or not cmd.body:
-        return None
-    if bool_field(cmd, "compressed") or bodies.is_compressed(cmd.body):
-        return True
-    return False if cmd.body[:1] == b"{" else None
-
-
-def delta_request(ctx: HandlerContext, cmd: Command, key: str, data: dict[str, Any]) -> RegisterRequest | None:
-    """The request of a big body read as a change to the last one from `key`
-    (service/remoting/body_deltas.py), or None: it is decoded whole. Anything a whole
-    decode would refuse or skip goes the whole way, so its answer is the same."""
-    compressed = compressed_form(cmd)
-    max_topics = ctx.settings.max_topics_per_registration
-    delta = ctx.deltas.read(key, cmd.body, compressed, max_topics) if compressed is not None else None
-    if delta is None:
-        return None
-    doc = delta.head
-    wrapper = doc["topicConfigSerializeWrapper"]
-    try:
-        req = request_of(ctx, cmd, dict(data), {**doc, "topicConfigSerializeWrapper": {
-            **wrapper, "topicConfigTable": delta.configs}})
-    except RemotingError:
-        return None
-    read = req.topicConfigSerializeWrapper
-    fps = delta.fingerprints(read.fingerprints) if read.fingerprints is not None and not read.skipped else None
-    if fps is None or len(fps) > max_topics:
-        return None
-    read.registering(fps)
-    ctx.deltas.keep(key, delta.layout, fps, req.filterServerList)
-    ctx.deltas.reads += 1
-    return req
-
-
-def whole_request(ctx: HandlerContext, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, Layout | None]:
-    """The request, and where its body's table lies when the body may be held for the next
-    one to be read as a change (see service/remoting/body_deltas.py)."""
-    req, layout = register_request(ctx, cmd, data)
-    if layout is None and compressed_form(cmd) is False:
-        layout = plain_layout(cmd.body, len(req.topicConfigSerializeWrapper.topicConfigTable))
-    return req, layout
-
-
-def register_request(ctx: HandlerContext, cmd: Command, data: dict[str, Any]) -> tuple[RegisterRequest, Layout | None]:
-    """The request, and the layout of a compressed body (see bodies.Layout)."""
-    layout = None
+def register_request(ctx: HandlerContext, cmd: Command, data: dict[str, Any]) -> RegisterRequest:
+    """The request of REGISTER_BROKER's header fields `data` and its body."""
     try:
         if cmd.version >= codes.V3_0_11:
-            doc, layout = (bodies.register_broker_body_laid_out(cmd.body, bool_field(cmd, "compressed"), cmd.version,
-                                                                ctx.settings.max_topics_per_registration)
-                           if cmd.body else ({"topicConfigSerializeWrapper": EMPTY_WRAPPER, "filterServerList": []}, None))
+            doc = (bodies.register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version,
+                                               ctx.settings.max_topics_per_registration)
+                   if cmd.body else {"topicConfigSerializeWrapper": EMPTY_WRAPPER, "filterServerList": []})
         else:  # before 3.0.11 the body is a bare TopicConfigSerializeWrapper, no filter servers
             doc = {"topicConfigSerializeWrapper": bodies.json_body(cmd.body, "TopicConfigSerializeWrapper")
                    if cmd.body else EMPTY_WRAPPER}
@@ -164,7 +109,7 @@ def register_request(ctx: HandlerContext, cmd: Command, data: dict[str, Any]) ->
         raise RemotingError(codes.SYSTEM_ERROR, f"Failed to decode RegisterBrokerBody: {e}") from None
     if not isinstance(doc, dict):
         raise RemotingError(codes.SYSTEM_ERROR, "Failed to decode RegisterBrokerBody: not an object")
-    return request_of(ctx, cmd, data, doc), layout
+    return request_of(ctx, cmd, data, doc)
 
 
 def request_of(ctx: HandlerContext, cmd: Command, data: dict[str, Any], doc: dict[str, Any]) -> RegisterRequest:

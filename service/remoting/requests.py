@@ -28,7 +28,6 @@ from service.node import Node
 from service.registration import body_weight, off_loop
 from service.registry import Registry
 from service.remoting import bodies, codes
-from service.remoting.body_deltas import BodyDeltas
 from service.remoting.codec import Command, response_to
 from service.store import Store
 
@@ -77,7 +76,6 @@ class HandlerContext:
         self.listen_port = node.settings.remoting_port  # the bound one once the server listens
         # large bodies are decoded one at a time (see ``decoded``)
         self.decode_turn = asyncio.Semaphore(1)
-        self.deltas = BodyDeltas()  # big brokers' last bodies: the next is read as a change
 
 
 Handler = Callable[[HandlerContext, Command], Awaitable[Command]]

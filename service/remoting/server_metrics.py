@@ -1,5 +1,4 @@
-"""The RocketMQ front's metrics: requests by request and response code, connections, and
-registration bodies read as a change (service/remoting/body_deltas.py)."""
+"""The RocketMQ front's metrics: requests by request and response code, and connections."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ KNOWN_ANSWERS = frozenset({
 class RequestCounts(Collector):
     """``rmq_remoting_requests_total{code,response,response_name}``, from the server's plain counts: a
     labelled Prometheus counter costs a lock and a label lookup per request. Also the
-    connections: open now, refused, and closed by the server by reason; and registration
-    bodies read as a change to their broker's previous one."""
+    connections: open now, refused, and closed by the server by reason."""
 
     def __init__(self, server: "RemotingServer") -> None:
         self.server = server
@@ -60,6 +58,3 @@ class RequestCounts(Collector):
             closed.add_metric([reason], self.server.closed[reason])
         yield refused
         yield closed
-        yield CounterMetricFamily("rmq_remoting_registrations_read_as_delta",
-                                  "big plain registration bodies read as a change to the same broker's previous one "
-                                  "(only the topic configs that differ decoded)", value=self.server.ctx.deltas.reads)
