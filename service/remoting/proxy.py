@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import struct
+from typing import Protocol
 
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 V1_PREFIX = b"PROXY "
@@ -30,10 +31,16 @@ class ProxyHeaderError(ValueError):
     pass
 
 
+class ExactReader(Protocol):
+    """What the header is read from: a StreamReader, or the server's counting view of one."""
+
+    async def readexactly(self, n: int) -> bytes: ...
+
+
 Source = tuple[str, int] | None  # the client's (address, port); None: keep the connection's own
 
 
-async def read_header(reader: asyncio.StreamReader) -> Source:
+async def read_header(reader: ExactReader) -> Source:
     """Reads the header off `reader`; raises ProxyHeaderError (or IncompleteReadError) when
     there is none or it is broken."""
     head = await reader.readexactly(len(V2_SIGNATURE))
@@ -44,7 +51,7 @@ async def read_header(reader: asyncio.StreamReader) -> Source:
     raise ProxyHeaderError("no PROXY protocol header")
 
 
-async def _v1(reader: asyncio.StreamReader, line: bytes) -> Source:
+async def _v1(reader: ExactReader, line: bytes) -> Source:
     while not line.endswith(b"\r\n"):
         if len(line) >= V1_MAX:
             raise ProxyHeaderError(f"PROXY v1 line longer than {V1_MAX} bytes")
@@ -75,7 +82,7 @@ def parse_v1(line: bytes) -> Source:
     return str(addresses[0]), ports[0]
 
 
-async def _v2(reader: asyncio.StreamReader) -> Source:
+async def _v2(reader: ExactReader) -> Source:
     command, family, length = struct.unpack(">BBH", await reader.readexactly(4))
     return parse_v2(command, family, await reader.readexactly(length))
 
@@ -98,7 +105,7 @@ def parse_v2(command: int, family: int, block: bytes) -> Source:
     return str(source), port
 
 
-async def client_address(reader: asyncio.StreamReader, peer: tuple[str, int]) -> tuple[str, int]:
+async def client_address(reader: ExactReader, peer: tuple[str, int]) -> tuple[str, int]:
     """The connection's client address: the header's, or `peer` when the header carries none.
     Raises ProxyHeaderError for a missing, late or broken header."""
     try:

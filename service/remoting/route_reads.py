@@ -11,7 +11,9 @@ after it, goes to the stream as it would have, where every limit of the server a
 
 It only looks while the stream holds no bytes of its own (a frame is never split between
 the two) and the answers already written have not piled up (a client that does not read
-its answers is pushed back by the stream's path, which waits for the write buffer).
+its answers is pushed back by the stream's path, which waits for the write buffer). What
+the stream holds is counted here, through asyncio's public API only: the bytes this
+protocol handed the stream, less those the connection took from it (``Taken``).
 """
 
 from __future__ import annotations
@@ -23,13 +25,29 @@ from typing import Callable
 Answerer = Callable[[bytes], "bytes | None"]
 
 
+class Taken:
+    """The connection's reader, counting the bytes taken from it (every read of the
+    connection and of its PROXY header is a ``readexactly``)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.count = 0
+
+    async def readexactly(self, n: int) -> bytes:
+        data = await self.reader.readexactly(n)
+        self.count += n
+        return data
+
+
 class RouteReads(asyncio.StreamReaderProtocol):
     """A StreamReaderProtocol that answers what ``answer`` can before feeding its reader."""
 
     def __init__(self, reader: asyncio.StreamReader, connected: Callable[..., object],
                  loop: asyncio.AbstractEventLoop, max_frame: int, max_unsent: int) -> None:
         super().__init__(reader, connected, loop=loop)
-        self._reader = reader
+        # the connection reads through this; the bytes handed to the stream, to compare
+        self.taken = Taken(reader)
+        self.fed = 0
         # larger frames go to the stream (the server's frame budget counts them there); past
         # `max_unsent` bytes of answers not yet sent, all go there (it waits for the client)
         self.max_frame = max_frame
@@ -44,10 +62,10 @@ class RouteReads(asyncio.StreamReaderProtocol):
 
     def data_received(self, data: bytes) -> None:
         answer, out = self.answer, self._out
-        # `_buffer` is the reader's unread bytes (no public way to ask): without it, no shortcut
-        if answer is None or out is None or getattr(self._reader, "_buffer", b"?") \
+        # bytes in the stream not taken yet: a frame is never split between the two paths
+        if answer is None or out is None or self.fed != self.taken.count \
                 or out.get_write_buffer_size() > self.max_unsent:
-            super().data_received(data)
+            self._feed(data)
             return
         answers: list[bytes] = []
         at, end = 0, len(data)
@@ -63,4 +81,8 @@ class RouteReads(asyncio.StreamReaderProtocol):
         if answers:
             out.write(answers[0] if len(answers) == 1 else b"".join(answers))
         if at < end:
-            super().data_received(data[at:] if at else data)
+            self._feed(data[at:] if at else data)
+
+    def _feed(self, data: bytes) -> None:
+        self.fed += len(data)
+        super().data_received(data)

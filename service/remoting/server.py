@@ -178,16 +178,18 @@ class RemotingServer:
         CHANNEL.set(channel)  # this connection's request tasks inherit it
         closed_by_peer = True
         slice_start = loop.time()
+        protocol = writer.transport.get_protocol()
+        assert isinstance(protocol, RouteReads)  # start() makes every connection's
+        frames = protocol.taken  # the reader, counting what this loop takes from it
         try:
             if self.proxy_protocol:  # the balancer's header names the client: it is the peer from now on
-                peer = conn.peer = await proxy.client_address(reader, peer)
+                peer = conn.peer = await proxy.client_address(frames, peer)
                 channel.peer = peer[0]
-            protocol = writer.transport.get_protocol()
-            if self.open_reads and isinstance(protocol, RouteReads):
+            if self.open_reads:
                 protocol.answer = functools.partial(self._answer_cached, conn)
             while True:
                 try:
-                    prefix = await reader.readexactly(4)
+                    prefix = await frames.readexactly(4)
                 except asyncio.IncompleteReadError as e:
                     if e.partial:
                         log.info("connection %s closed inside a frame", peer)
@@ -204,7 +206,7 @@ class RemotingServer:
                         conn.close("slow_frame")
                         break
                 try:
-                    cmd = codec.decode_payload(await reader.readexactly(length))
+                    cmd = codec.decode_payload(await frames.readexactly(length))
                 except BaseException:
                     self.budget.release(reserved)
                     raise
@@ -214,20 +216,6 @@ class RemotingServer:
                     self.budget.release(reserved)
                     log.debug("ignoring a response frame from %s (we send no requests)", peer)
                     continue
-                if cmd.code == codes.GET_ROUTEINFO_BY_TOPIC and not cmd.is_oneway:
-                    # a cached route is answered here and now: no task, no handler chain
-                    frame = self._cached_route(cmd)
-                    if frame is not None:
-                        self.budget.release(reserved)
-                        conn.send_soon(frame)
-                        self.counts[(codes.GET_ROUTEINFO_BY_TOPIC, codes.SUCCESS)] += 1
-                        if conn.batched + writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
-                            conn.flush()
-                            await writer.drain()
-                        elif now - slice_start > SLICE_S:
-                            await asyncio.sleep(0)  # pipelined frames: let others run too
-                            slice_start = loop.time()
-                        continue
                 await slots.acquire()
                 t = asyncio.create_task(self._request(cmd, conn))
                 in_flight.add(t)
@@ -254,7 +242,6 @@ class RemotingServer:
         finally:
             if conn.closing is not None:
                 self.closed[conn.closing] += 1
-            conn.flush()  # the answers to the last frames read
             for t in in_flight:
                 t.cancel()
             if closed_by_peer and channel.brokers:
