@@ -21,6 +21,9 @@
 -- ARGV[15] zoneName ('' when none)
 -- ARGV[16] the static topics' queue mappings of the body, a flat JSON array
 --          [topic, bname, TopicQueueMappingInfo JSON, ...]
+-- ARGV[17] the generation of the staging (register_stage.lua) the caller wrote of ARGV[10]
+--          ('' none): when this registration publishes that staging untouched, the table
+--          is in place as sent and is not compared again
 -- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, notices}: notices
 --   the JSON of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE notices ('' for none).
 local cluster = ARGV[1]
@@ -32,13 +35,13 @@ local timeout = tonumber(ARGV[6])
 local data_version = ARGV[7]
 local filter_mode = ARGV[8]
 local delete_absent = ARGV[9] == '1'
-local topic_configs = cjson.decode(ARGV[10])
 local filter_servers = cjson.decode(ARGV[11])
 local channel = ARGV[12] or ''
 local body_digest = ARGV[13] or ''
 local acting = ARGV[14] or ''
 local zone = ARGV[15] or ''
 local mappings = cjson.decode(ARGV[16] or '[]')
+local own_staging = ARGV[17] or ''
 
 -- A staged first registration (register_stage.lua) is published by this one: its pairs
 -- and topics are in place, readers and caches see them from now on.
@@ -184,11 +187,15 @@ if id == '0' or prime then
   -- a staged first registration (register_stage.lua) is published by this one: its pairs
   -- and topics are in place, readers and caches see them from now on
   local staged = id == '0' and redis.call('HGET', K.broker(name), 'staging')  -- the stager's master only
+  -- the caller's own staging, which no other change to the group's QueueData touched since
+  -- (any would have removed topicsGen): every config sent is stored as sent
+  local in_place = staged and staged == own_staging and redis.call('HGET', K.broker(name), 'topicsGen') == staged
   if staged then
     redis.call('HDEL', K.broker(name), 'staging')
     publish_staged(change, name)
   end
-  local known = fingerprints(name)
+  local topic_configs = in_place and {} or cjson.decode(ARGV[10])
+  local known = in_place and {} or fingerprints(name)
   local wipe_write = prime and acting_flag == '1'
   local writes, seen = {}, {}
   for i = 1, #topic_configs, 2 do

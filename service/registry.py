@@ -132,19 +132,19 @@ class Registry:
         fps = wrapper.fingerprints if writer else {}
         if fps is None:  # a table that went through the full validation (skipped topics)
             fps = await registration.off_loop(len(table), registration.fingerprints, table)
-        staged = master and len(fps) >= self.STAGE_MIN and await self._stage(name, fps)
-        self.register_paths["staged" if staged else "full"] += 1
+        staging = await self._stage(name, fps) if master and len(fps) >= self.STAGE_MIN else ""
+        self.register_paths["staged" if staging else "full"] += 1
         flat = await registration.off_loop(len(fps), lambda: orjson.dumps(registration.flat(fps)))
-        result = await self.scripts.register(**common, topics=flat)
+        result = await self.scripts.register(**common, topics=flat, staging=staging)
         self._applied("register", result.change, result.notices)
         return _answer(result.answer)
 
-    async def _stage(self, name: str, fps: dict[str, str]) -> bool:
+    async def _stage(self, name: str, fps: dict[str, str]) -> str:
         """Writes the QueueData of a new group's master a slice at a time, where no reader
         sees them (lua/register_stage.lua); the registration then publishes them in one
-        short script. Gives up (False) when the group is visible already or another
-        registration of it took over the staging: the registration then writes them in one
-        script."""
+        short script. The staging's generation, or '' when it gave up (the group is visible
+        already, or another registration of it took over the staging): the registration
+        then writes them in one script."""
         # the slices as register.lua's flat [topic, fingerprint, ...] lists, made without a
         # tuple per topic (10,000 of them set the garbage collector going over the heap)
         flat = registration.flat(fps)
@@ -155,18 +155,18 @@ class Registry:
             staged = await self.scripts.register_stage(name, "", slices[0])
             self._applied("register_stage", staged.change)
             if staged.status == "published":
-                return False
+                return ""
             if staged.status == "staged":
                 generation = staged.detail
                 break
         if not generation:
-            return False
+            return ""
         for part in slices[1:]:
             staged = await self.scripts.register_stage(name, generation, part)
             self._applied("register_stage", staged.change)
             if staged.status != "staged":
-                return False
-        return True
+                return ""
+        return generation
 
     def _report_skipped(self, req: RegisterRequest) -> None:
         """One warning per registration, however many topics it skipped, and the counter."""

@@ -93,12 +93,14 @@ class Scripts:
     # ------------------------------------------------------------------ broker-facing
     async def register(self, *, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str, timeout_ms: int,
                        data_version: str, keep_filters: bool, delete_absent: bool, topics: bytes, filters: bytes,
-                       channel: str, digest: str, acting: str, zone: str, mappings: bytes) -> Registered:
+                       channel: str, digest: str, acting: str, zone: str, mappings: bytes,
+                       staging: str = "") -> Registered:
         """lua/register.lua. `topics`: the JSON [topic, fingerprint, ...] of the body's
-        table; `acting` '1'/'0'/'' (no header: a broker before 5.0)."""
+        table; `acting` '1'/'0'/'' (no header: a broker before 5.0); `staging`: the
+        generation of the staging the caller wrote of `topics` ('' none)."""
         r = await self.store.run("register", [
             cluster, addr, name, broker_id, ha_addr, timeout_ms, data_version, "keep" if keep_filters else "set",
-            "1" if delete_absent else "0", topics, filters, channel, digest, acting, zone, mappings])
+            "1" if delete_absent else "0", topics, filters, channel, digest, acting, zone, mappings, staging])
         return Registered(r[0], bool(int(r[1])), _answer(*r[2:6]), _notices(r[6]))
 
     async def register_stage(self, name: str, generation: str, topics: bytes) -> Staged:

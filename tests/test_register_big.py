@@ -218,3 +218,32 @@ async def test_a_staged_group_sharing_more_topics_than_a_change_names_is_publish
     assert len((await reg.route("S1000")).data["brokerDatas"]) == 2
     assert "N0400" in (await reg.topic_list("all"))[1]["topicList"]
     assert violations(r) == []
+
+
+async def test_the_publishing_registration_compares_nothing_of_its_own_untouched_staging(
+        settings: Settings, r: redis.Redis) -> None:
+    reg = staged_registry(settings)
+    await reg.register(request(settings, table(300, prefix="S"), 1))
+    assert r.hget("{rmq}:broker-topics:broker-a", "S0007") == "4,4,6,0"
+    assert r.exists("{rmq}:queue:S0299:broker-a") == 1 and violations(r) == []
+
+
+async def test_a_staging_another_change_touched_is_compared_in_full_when_published(
+        settings: Settings, r: redis.Redis) -> None:
+    reg = staged_registry(settings)
+    req = request(settings, table(300, prefix="S"), 1)
+    fps = req.topicConfigSerializeWrapper.fingerprints
+    assert fps is not None
+    generation = await reg._stage("broker-a", fps)
+    assert generation
+    # another script changed one of the staged pairs meanwhile (which removes topicsGen)
+    r.hset("{rmq}:broker-topics:broker-a", "S0007", "1,1,6,0")
+    r.hset("{rmq}:queue:S0007:broker-a", mapping={"readQueueNums": 1, "writeQueueNums": 1})
+    r.hdel("{rmq}:broker:broker-a", "topicsGen")
+    await reg.scripts.register(cluster="DefaultCluster", addr="10.0.0.1:10911", name="broker-a", broker_id=0,
+                               ha_addr="", timeout_ms=120_000, data_version=req.topicConfigSerializeWrapper.dataVersion
+                               .canonical(), keep_filters=True, delete_absent=False,
+                               topics=orjson.dumps([x for t, fp in fps.items() for x in (t, fp)]), filters=b"[]",
+                               channel="", digest="", acting="", zone="", mappings=b"[]", staging=generation)
+    assert r.hget("{rmq}:broker-topics:broker-a", "S0007") == "4,4,6,0"
+    assert r.hget("{rmq}:queue:S0007:broker-a", "writeQueueNums") == "4"
