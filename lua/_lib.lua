@@ -283,8 +283,9 @@ local function put_queues(change, name, entries, known, staged)
     return
   end
   if not staged then
-    -- a worker's copy of the fingerprints no longer matches (register.lua may set a new one)
-    redis.call('HDEL', K.broker(name), 'topicsGen')
+    -- a staging under way is stale now; an unchanged re-registration must take the full
+    -- path (register.lua marks the queues intact again once it has written them)
+    redis.call('HDEL', K.broker(name), 'topicsGen', 'queuesIntact')
   end
   local few = #entries <= PER_TOPIC_TAGS
   local new_topics, fps = {}, {}

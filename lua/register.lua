@@ -153,9 +153,7 @@ end
 -- BrokerData's enableActingMaster and zoneName: the last registration's, as in RocketMQ
 local acting_flag = acting == '1' and '1' or '0'
 local group_row = redis.call('HMGET', K.broker(name), 'enableActingMaster', 'zoneName')
-local group_changed = false
 if (group_row[1] or '0') ~= acting_flag or (group_row[2] or '') ~= zone then
-  group_changed = true
   redis.call('HSET', K.broker(name), 'enableActingMaster', acting_flag)
   if zone == '' then
     redis.call('HDEL', K.broker(name), 'zoneName')
@@ -177,10 +175,12 @@ local live_key = K.live(addr)
 local was = redis.call('HMGET', live_key, 'dataVersion', 'haServerAddr', 'heartbeatTimeoutMillis', 'brokerName',
   'brokerId', 'cluster')
 local version_changed = was[1] ~= data_version
--- whether this registration leaves the address as its last one did, but for the topics it
--- carries: then the address's other bodies still hold (a split registration's other parts)
-local alike = not register_first and not version_changed and was[2] == ha_addr and was[3] == int(timeout)
-  and was[4] == name and was[5] == id and was[6] == cluster and not group_changed
+-- whether the address's other bodies still hold after this registration (a split
+-- registration's other parts): it is the address's as before, with its queues intact, and
+-- (step 6) changed nothing a reader sees; its dataVersion may move (a split broker moves it
+-- at every part: the digests of its plain bodies leave it out)
+local alike = not register_first and was[2] == ha_addr and was[3] == int(timeout)
+  and was[4] == name and was[5] == id and was[6] == cluster
   and (id ~= '0' or redis.call('HGET', K.broker(name), 'queuesIntact') == '1')
 local rewrite = register_first or version_changed
 if id == '0' or prime then
@@ -244,7 +244,6 @@ if filter_mode == 'set' then
       redis.call('RPUSH', K.filter(addr), unpack(new_list))
     end
     touch_group(change, name)
-    alike = false
   end
 end
 
@@ -252,6 +251,7 @@ end
 -- separated): this one's, and the address's earlier ones when this registration left the
 -- address as they did. A broker with enableSplitRegistration sends its table in parts,
 -- each its own body: each part then takes the unchanged path when it did not change.
+alike = alike and not change.visible
 local kept = {}
 for held in string.gmatch(redis.call('HGET', K.member(addr), 'bodyDigest') or '', '%S+') do
   if alike and held ~= body_digest then

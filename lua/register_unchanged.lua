@@ -1,14 +1,17 @@
--- The fast path of a periodic re-registration whose body is byte for byte the one this
--- address last registered in full: nothing in the tables can differ from what that
--- registration left, unless the address's place changed or one of its group's
--- QueueData was removed since (drop_queue clears queuesIntact), so only liveness is
--- refreshed. Anything else answers {0} and the caller registers in full.
+-- The fast path of a periodic re-registration whose body is byte for byte one this
+-- address registered in full (but, over RocketMQ's protocol, for its dataVersion): nothing
+-- in the tables can differ from what that registration left, unless the address's place
+-- changed or its group's QueueData were changed by anything else since (put_queues and
+-- drop_queues clear queuesIntact), so only liveness is refreshed, and the dataVersion
+-- stored when the body's moved (RocketMQ rewrites a topic on a new dataVersion only where
+-- it differs: here none does). Anything else answers {0} and the caller registers in full.
 -- The body is found by its digest alone, so the caller need not even parse it.
 -- KEYS[1] version counter
 -- ARGV[1] digest of the request body
 -- ARGV[2] channel: the remoting connection it came on ('' over HTTP)
+-- ARGV[3] the body's dataVersion, canonical ('' when the digest covers it)
 -- Returns {0}, or {1, masterFound, masterAddr, masterHaAddr, kvFlat}
-local digest, channel = ARGV[1], ARGV[2]
+local digest, channel, data_version = ARGV[1], ARGV[2], ARGV[3] or ''
 
 local addr = redis.call('HGET', K.body_digests(), digest)
 if not addr then
@@ -29,5 +32,8 @@ end
 
 touch_live(addr, now_ms(), tonumber(row[4]))
 redis.call('HSET', K.live(addr), 'channel', channel)
+if data_version ~= '' then
+  redis.call('HSET', K.live(addr), 'dataVersion', data_version)
+end
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
 return {1, master_found, master_addr, master_ha, kv}

@@ -92,10 +92,11 @@ class Registry:
         return result.removed
 
     # ------------------------------------------------------------------ broker-facing
-    async def register_unchanged(self, digest: str, channel: str = "") -> dict[str, Any] | None:
-        """The answer when ``digest`` is the body an address last registered in full and
-        nothing changed since (liveness refreshed); None when a full registration is needed."""
-        answer = await self.scripts.register_unchanged(digest, channel)
+    async def register_unchanged(self, digest: str, channel: str = "", data_version: str = "") -> dict[str, Any] | None:
+        """The answer when ``digest`` is a body an address registered in full and nothing
+        changed since (liveness refreshed; ``data_version``, the canonical dataVersion of a
+        body digested without it, stored); None when a full registration is needed."""
+        answer = await self.scripts.register_unchanged(digest, channel, data_version)
         if answer is None:
             return None
         self.operations["register_unchanged"] += 1

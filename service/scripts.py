@@ -108,10 +108,11 @@ class Scripts:
         r = await self.store.run("register_stage", [name, generation, topics])
         return Staged(r[0], text(r[1]), text(r[2]) if len(r) > 2 else "")
 
-    async def register_unchanged(self, digest: str, channel: str) -> Answer | None:
-        """lua/register_unchanged.lua: the answer when the body of `digest` is the one its
-        address last registered in full (liveness refreshed), else None."""
-        r = await self.store.run("register_unchanged", [digest, channel])
+    async def register_unchanged(self, digest: str, channel: str, data_version: str = "") -> Answer | None:
+        """lua/register_unchanged.lua: the answer when the body of `digest` is one its
+        address registered in full (liveness refreshed; `data_version`, when given, stored),
+        else None."""
+        r = await self.store.run("register_unchanged", [digest, channel, data_version])
         return _answer(*r[1:5]) if int(r[0]) else None
 
     async def heartbeat(self, addr: str, name: str, broker_id: int, channel: str) -> str | None:

@@ -7,7 +7,9 @@ import logging
 import re
 from typing import Any
 
-from service.models import HeartbeatRequest, QueryDataVersionRequest, RegisterRequest, UnregisterRequest
+import orjson
+
+from service.models import DataVersion, HeartbeatRequest, QueryDataVersionRequest, RegisterRequest, UnregisterRequest
 from service.registration import body_digest
 from service.remoting import bodies, codes
 from service.remoting.codec import Command
@@ -38,27 +40,41 @@ EMPTY_WRAPPER = {"dataVersion": {"timestamp": 0, "counter": 0}, "topicConfigTabl
 _UNDIGESTED = frozenset({"Signature", "AccessKey", "SecurityToken", "bodyCrc32"})
 
 
-# A 5.x broker's plain body carries the static topics' mapping version, whose timestamp
-# moves at every periodic registration (30 s) though nothing else does; a NameServer
-# decides "changed" by the topic config's dataVersion alone. fastjson writes it in the
-# body's first bytes (the wrapper's fields in name order, after dataVersion); digits only,
-# so the pattern cannot stand inside a JSON string (whose quotes would be escaped).
-_MAPPING_VERSION = re.compile(rb'"mappingDataVersion":\{"counter":\d+,"stateVersion":\d+,"timestamp":\d+\}')
-_MAPPING_VERSION_WITHIN = 4096
+# A plain body's versions, which fastjson writes in its first bytes (the wrapper's fields in
+# name order: dataVersion, then a 5.x body's mappingDataVersion); digits only, so neither
+# pattern can stand inside a JSON string (whose quotes would be escaped).
+# - mappingDataVersion: a 5.x broker's static topics' mapping version, whose timestamp
+#   moves at every periodic registration (30 s) though nothing else does; a NameServer
+#   decides "changed" by the topic config's dataVersion alone;
+# - dataVersion: a broker with enableSplitRegistration moves it at every part it sends
+#   (TopicConfigManager.buildSerializeWrapper), so no part is ever the same bytes twice.
+# Both are left out of the digest; the dataVersion is handed to register_unchanged.lua,
+# which stores it (the tables hold what the rest of the body says).
+_VERSIONS = re.compile(rb'"(data|mappingData)Version":\{"counter":\d+,(?:"stateVersion":\d+,)?"timestamp":\d+\}')
+_VERSIONS_WITHIN = 4096
 
 
-def registration_digest(cmd: Command) -> str:
+def registration_digest(cmd: Command) -> tuple[str, str]:
     """What makes two REGISTER_BROKER requests the same registration: the protocol version
-    (it decides how the body is read), every header field that matters, and the body but
-    a 5.x plain body's mappingDataVersion (the mappings themselves are digested)."""
+    (it decides how the body is read), every header field that matters, and the body but a
+    plain body's versions (above); and the body's dataVersion, canonical, when it was left
+    out ('' when it is digested with the rest: a compressed or bare body)."""
     head = b"".join(key.encode() + b"\0" + cmd.ext_fields[key].encode() + b"\0"
                     for key in sorted(cmd.ext_fields) if key not in _UNDIGESTED)
-    body = cmd.body
-    found = _MAPPING_VERSION.search(body, 0, _MAPPING_VERSION_WITHIN)
-    if found is None:
-        return body_digest(b"remoting\0%d\0" % cmd.version, head, body)
-    # a NUL byte stands where it was: no JSON body holds one, so none digests the same
-    return body_digest(b"remoting\0%d\0" % cmd.version, head, body[:found.start()], b"\0", body[found.end():])
+    body, parts, at, data_version = cmd.body, [b"remoting\0%d\0" % cmd.version, head], 0, ""
+    if body[:1] == b"{" and cmd.version >= codes.V3_0_11:
+        for found in _VERSIONS.finditer(body, 0, _VERSIONS_WITHIN):
+            if found.group(1) == b"data":
+                if data_version:
+                    break  # only the wrapper's, the first
+                try:
+                    data_version = DataVersion.model_validate(orjson.loads(body[found.end(1) + 9:found.end()])).canonical()
+                except ValueError:
+                    break
+            # a NUL byte stands where it was: no JSON body holds one, so none digests the same
+            parts += [body[at:found.start()], b"\0"]
+            at = found.end()
+    return body_digest(*parts, body[at:]), data_version
 
 
 async def register_broker(ctx: HandlerContext, cmd: Command) -> Command:
@@ -80,9 +96,9 @@ async def _register_broker(ctx: HandlerContext, cmd: Command) -> Command:
     # when it is one this address registered in full and nothing changed since (with split
     # registration, each part is a body of its own), only liveness is refreshed,
     # without decoding, validating or walking its topics again (as over HTTP).
-    digest = registration_digest(cmd)
+    digest, data_version = registration_digest(cmd)
     channel = CHANNEL.get()
-    fast = await ctx.registry.register_unchanged(digest, channel.id if channel else "")
+    fast = await ctx.registry.register_unchanged(digest, channel.id if channel else "", data_version)
     if fast is not None:
         channel_id(cmd.ext_fields.get("brokerAddr", ""))  # the refreshed broker is this connection's now
         return registration_answer(cmd, fast)
