@@ -54,6 +54,7 @@ function K.kv_namespaces() return TAG .. ':kv-namespaces' end
 function K.kv(ns) return TAG .. ':kv:' .. enc(ns) end
 function K.changes() return TAG .. ':changes' end
 function K.changelog() return TAG .. ':changelog' end
+function K.departures() return TAG .. ':departures' end
 local ORDER_TOPIC_CONFIG = 'ORDER_TOPIC_CONFIG'
 
 -- Redis time, not a worker's clock: workers with skewed clocks agree on who expired.
@@ -558,13 +559,31 @@ local function forget_address(change, addr, name)
   redis.call('ZREM', K.expiry(), addr)
 end
 
+-- Brokers that left, for an operator who comes late (GET /v1/departures, the dashboard):
+-- written by the script that removes the broker, so a departure is recorded exactly when
+-- it happened. A ZSET by time (ms, Redis time) of JSON entries, bounded by age and count;
+-- readers see only the window (lua/departures.lua).
+local DEPARTURES_MS = 3600000
+local DEPARTURES_RETAIN = 1000
+
+-- `cause`: 'unregistered', 'connection closed' or 'expired'.
+local function record_departure(addr, name, cluster, id, cause, now)
+  local entry = cjson.encode({brokerAddr = addr, brokerName = name, cluster = cluster,
+    brokerId = tonumber(id), cause = cause, at = now})
+  redis.call('ZADD', K.departures(), int(now), entry)
+  redis.call('ZREMRANGEBYSCORE', K.departures(), '-inf', '(' .. int(now - DEPARTURES_MS))
+  redis.call('ZREMRANGEBYRANK', K.departures(), 0, -(DEPARTURES_RETAIN + 1))
+end
+
 -- Removes an address found by its identity row (expiry, connection close): its own
--- rows, then its place in its group, cascading as detach does.
-local function remove_address(change, addr)
-  local name = redis.call('HGET', K.member(addr), 'brokerName')
+-- rows, then its place in its group, cascading as detach does; recorded as a departure
+-- for `cause` when it was in its group.
+local function remove_address(change, addr, cause)
+  local member = redis.call('HMGET', K.member(addr), 'brokerName', 'cluster', 'brokerId')
+  local name = member[1]
   forget_address(change, addr, name or nil)
-  if name then
-    detach(change, name, addr)
+  if name and detach(change, name, addr) then
+    record_departure(addr, name, member[2] or '', member[3], cause, now_ms())
   end
 end
 

@@ -12,5 +12,5 @@ local channel = ARGV[2]
 if channel == '' or redis.call('HGET', K.live(addr), 'channel') ~= channel then
   return {redis.call('GET', KEYS[1]) or '0', 0}
 end
-remove_address(change, addr)
+remove_address(change, addr, 'connection closed')
 return {CHANGE, 1, notices_json(change)}

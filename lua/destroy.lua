@@ -12,6 +12,6 @@ if not deadline or tonumber(deadline) > now_ms() then
 end
 
 -- The live row may already be gone (key TTL); the identity row outlives it for this.
-remove_address(change, addr)
+remove_address(change, addr, 'expired')
 
 return {CHANGE, 1, notices_json(change)}

@@ -225,6 +225,15 @@ class Keys:
         worker that missed some on the channel replays."""
         return f"{self.tag}:changelog"
 
+    # -- departures
+    @property
+    def departures(self) -> str:
+        """ZSET of the brokers that left (unregistered, connection closed, expired) by when
+        (ms, Redis time): each member the JSON {brokerAddr, brokerName, cluster, brokerId,
+        cause, at}, written by the script that removed the broker, trimmed to the last hour
+        and the last 1,000 (lua/_lib.lua record_departure)."""
+        return f"{self.tag}:departures"
+
     # -- upgrades
     @property
     def schema(self) -> str:

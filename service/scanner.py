@@ -110,15 +110,18 @@ class Scanner:
                 chunk = due[at:at + self.CONCURRENCY]
                 # the cluster, read before the removal deletes the member row: an expiry is
                 # counted by cluster, so a rule tells a cluster lost this way from one whose
-                # brokers unregistered
-                clusters = await asyncio.gather(*(self.store.call(redis.hget(keys.member(a), "cluster")) for a in chunk))
+                # brokers unregistered; the group and id name it in the log
+                members = await asyncio.gather(*(self.store.call(
+                    redis.hmget(keys.member(a), "cluster", "brokerName", "brokerId")) for a in chunk))
                 gone_all = await asyncio.gather(*map(self.registry.destroy, chunk))
-                for addr, cluster, gone in zip(chunk, clusters, gone_all):
+                for addr, member, gone in zip(chunk, members, gone_all):
                     if gone:
                         removed += 1
-                        name = cluster.decode() if cluster is not None else ""
-                        self.stats.expired_by_cluster[name] = self.stats.expired_by_cluster.get(name, 0) + 1
-                        log.info("broker %s of cluster %s expired: removed from the route tables", addr, name or "?")
+                        cluster, group, broker_id = (v.decode() if v is not None else "" for v in member)
+                        self.stats.expired_by_cluster[cluster] = self.stats.expired_by_cluster.get(cluster, 0) + 1
+                        role = "master" if broker_id == "0" else f"slave {broker_id or '?'}"
+                        log.info("broker %s (%s of group %s) of cluster %s expired: removed from the route tables",
+                                 addr, role, group or "?", cluster or "?")
             if len(due) < self.batch:
                 break
         self.stats.passes += 1

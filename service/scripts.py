@@ -182,6 +182,13 @@ class Scripts:
         """lua/topic_summary.lua's {version, topics, next cursor, total, order topics}."""
         return list(await self.store.run("topic_summary", [cursor, limit, prefix, "1" if order_only else "0"]))
 
+    async def departures(self) -> list[dict[str, Any]]:
+        """lua/departures.lua: the brokers that left in the last hour, newest first, each
+        {brokerAddr, brokerName, cluster, brokerId, cause, at} (docs/api.md)."""
+        entries = [orjson.loads(raw) for raw in await self.store.run("departures", [])]
+        return [{"brokerAddr": e["brokerAddr"], "brokerName": e["brokerName"], "cluster": e["cluster"],
+                 "brokerId": e.get("brokerId"), "cause": e["cause"], "at": int(e["at"])} for e in entries]
+
     async def changes_since(self, since: int) -> tuple[int, list[bytes] | None]:
         """The version and the change records after `since` (None: not replayable)."""
         version, records = await self.store.run("changes_since", [since])

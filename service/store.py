@@ -38,9 +38,11 @@ SCRIPTS = (
     "register", "register_stage", "register_unchanged", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
     "kv_put", "kv_delete", "register_topic", "channel_closed", "route", "cluster_info", "topic_lists",
     "live_brokers", "topic_summary", "changes_since", "topic_index_sync", "masterless_sync",
+    "departures",
 )
 # Scripts that only read: every other one writes, and with RMQ_REDIS_MIN_REPLICAS waits for replicas.
-READ_SCRIPTS = frozenset({"route", "cluster_info", "topic_lists", "live_brokers", "topic_summary", "changes_since"})
+READ_SCRIPTS = frozenset({"route", "cluster_info", "topic_lists", "live_brokers", "topic_summary", "changes_since",
+                          "departures"})
 
 
 _timeout = getattr(asyncio, "timeout", None)

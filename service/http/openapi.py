@@ -79,6 +79,13 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "LiveBrokers": {"type": "object", "properties": {
         "now": _INT, "brokers": {"type": "array", "items": {"$ref": REF.format(model="LiveBroker")}},
         "nextCursor": {"type": ["string", "null"]}}},
+    "Departures": {"type": "object", "required": ["departures"], "properties": {"departures": {
+        "type": "array", "description": "the brokers that left in the last hour (at most 1,000), newest first",
+        "items": {"type": "object", "required": ["brokerAddr", "brokerName", "cluster", "brokerId", "cause", "at"],
+                  "properties": {
+                      "brokerAddr": _STR, "brokerName": _STR, "cluster": _STR, "brokerId": {"type": ["integer", "null"]},
+                      "cause": {"enum": ["unregistered", "connection closed", "expired"]},
+                      "at": {**_INT, "description": "when it was removed: ms since the epoch, Redis time"}}}}}},
     "TopicSummary": {"type": "object", "properties": {"topics": {"type": "array", "items": {"type": "object", "properties": {
         "topic": _STR, "orderTopicConf": {"type": ["string", "null"]},
         "queueDatas": {"type": "array", "items": {"$ref": REF.format(model="QueueData")}}}}},
@@ -119,6 +126,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, type[BaseModel] | None, str, tuple[
     ("GET", "/v1/brokers/live"): ("A page of registered broker addresses, by broker group, with their heartbeat age against their timeout (Redis time)", None, "LiveBrokers", (400, 503)),
     ("GET", "/v1/topics/summary"): ("A page of topics in name order with their QueueDatas and order config (the dashboard's table)", None, "TopicSummary", (400, 503)),
     ("GET", "/v1/brokers/write-queues"): ("Writable write queues per broker group over every topic (the dashboard's chart); each request reads a bounded slice of the next pass", None, "WriteQueues", (503,)),
+    ("GET", "/v1/departures"): ("The brokers that left in the last hour (unregistered, connection closed, expired), newest first, the same from every worker", None, "Departures", (503,)),
     ("GET", "/healthz"): ("Liveness", None, "Status", ()),
     ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded", None, "Status", (503,)),
 }

@@ -1,4 +1,4 @@
-"""The dashboard: a read-only page served by every worker, and the two reads it needs.
+"""The dashboard: a read-only page served by every worker, and the reads it needs.
 
 ``add_ui_routes(app)`` registers
 
@@ -10,7 +10,9 @@
   (read-only script ``topic_summary.lua``), so the page needs no route call per topic;
   ``cluster=`` and ``system=0`` filter it, a bounded number of pages per request;
 - ``GET /v1/brokers/write-queues``  writable write queues per broker group over every
-  topic (service/http/queue_tally.py), a bounded slice of the fleet read per request.
+  topic (service/http/queue_tally.py), a bounded slice of the fleet read per request;
+- ``GET /v1/departures``   the brokers that left in the last hour, with cause and time
+  (read-only script ``departures.lua``; the scripts that remove a broker record it).
 
 The reads send an ETag and answer ``If-None-Match`` with 304; they, the page and its
 assets are gzip-compressed for a client that accepts it, and their 503s carry the time
@@ -308,11 +310,8 @@ async def get_topic_summary(request: web.Request) -> web.Response:
     return compressed(request, answer_response(request, await app[CACHE].get(key, fetch)))
 
 
-async def get_write_queues(request: web.Request) -> web.Response:
-    """Writable write queues per broker group over every topic: the last complete pass,
-    and how far the next one got (QueueTally)."""
-    app = request.app
-    body = orjson.dumps(await app[_TALLY].step(app[STORE], app[REGISTRY].cluster_info))
+def etagged(request: web.Request, body: bytes) -> web.Response:
+    """A JSON body with an ETag of its bytes: 304 when the poller already has it."""
     etag = '"' + hashlib.blake2b(body, digest_size=8).hexdigest() + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if etag_matches(request.headers.get("If-None-Match"), etag):
@@ -320,9 +319,23 @@ async def get_write_queues(request: web.Request) -> web.Response:
     return compressed(request, web.Response(body=body, content_type="application/json", headers=headers))
 
 
+async def get_write_queues(request: web.Request) -> web.Response:
+    """Writable write queues per broker group over every topic: the last complete pass,
+    and how far the next one got (QueueTally)."""
+    app = request.app
+    return etagged(request, orjson.dumps(await app[_TALLY].step(app[STORE], app[REGISTRY].cluster_info)))
+
+
+async def get_departures(request: web.Request) -> web.Response:
+    """The brokers that left in the last hour, newest first, as Redis holds them (so every
+    worker answers the same): what the first screen lists, whoever opens it."""
+    return etagged(request, orjson.dumps({"departures": await request.app[REGISTRY].scripts.departures()}))
+
+
 # The reads whose 503 says when this worker last reached Redis: the page tells since when
 # the store has been out, whenever the tab was opened.
-LAST_REACHED_PATHS = frozenset(("/v1/cluster", "/v1/brokers/live", "/v1/topics/summary", "/v1/brokers/write-queues"))
+LAST_REACHED_PATHS = frozenset(("/v1/cluster", "/v1/brokers/live", "/v1/topics/summary", "/v1/brokers/write-queues",
+                                "/v1/departures"))
 
 
 async def add_last_reached(request: web.Request, response: web.StreamResponse) -> None:
@@ -348,5 +361,5 @@ def add_ui_routes(app: web.Application) -> None:
     add_route(app, "GET", "/", page, OPEN, allow_head=True)
     add_route(app, "GET", "/ui/{path}", asset, OPEN, allow_head=True)
     for path, handler in (("/v1/brokers/live", get_live_brokers), ("/v1/topics/summary", get_topic_summary),
-                          ("/v1/brokers/write-queues", get_write_queues)):
+                          ("/v1/brokers/write-queues", get_write_queues), ("/v1/departures", get_departures)):
         add_route(app, "GET", path, handler, READ)

@@ -268,7 +268,8 @@ async def test_page_follows_registrations_and_expiry_without_reload(
     await page.wait_for_selector('tr.member[data-addr="10.0.3.9:10911"]', state="detached", timeout=WAIT_MS)
     gone_after = time.monotonic() - started
     await wait_text(page, "#count-groups", str(groups))
-    await wait_text(page, "#count-brokers", f"{members + 1} / {members + 1}")
+    # counted against those registered before: the two that expired count until they come back
+    await wait_text(page, "#count-brokers", f"{members + 1} / {members + 3}")
     await wait_text(page, "#count-topics", str(len(TOPICS)))
     await until(page, "() => !document.querySelector('#route-json').textContent.includes('broker-g')")
     assert gone_after >= 10.0
@@ -288,6 +289,29 @@ async def test_page_follows_registrations_and_expiry_without_reload(
     assert (await text(page, "#status-text")).startswith("Registry unreachable since ")
     assert await text(page, "#count-groups") == str(groups)
     assert await page.evaluate("document.body.classList.contains('stale')")
+
+
+async def test_a_fresh_browser_shows_a_departed_slave_and_a_group_that_left_with_cause_and_time(
+        worker_factory: Any, browser: Any, artifacts: Path) -> None:
+    worker: Worker = await worker_factory()
+    await seed(worker)
+    members = expected_summary()["members"]
+    # before any browser opened the page: broker-a's slave shuts down, broker-d (a master alone) leaves
+    for body in ({"clusterName": "ClusterA", "brokerAddr": "10.0.1.2:10911", "brokerName": "broker-a", "brokerId": 1},
+                 {"clusterName": "ClusterB", "brokerAddr": "10.0.2.4:10911", "brokerName": "broker-d", "brokerId": 0}):
+        async with worker.session.post(f"{worker.url}/v1/brokers/unregister", json=body) as resp:
+            assert resp.status == 200, await resp.text()
+    page = await open_page(browser, worker.url)
+    await loaded(page)
+    await page.wait_for_selector('[data-problem="departed"] [data-departed="10.0.1.2:10911"]', timeout=WAIT_MS)
+    slave = await text(page, '[data-departed="10.0.1.2:10911"]')
+    assert slave.startswith("10.0.1.2:10911 broker-a slave 1, unregistered at "), slave
+    group = await text(page, '[data-problem="gone"] [data-gone="broker-d"]')
+    assert group.startswith("broker-d (ClusterB), its last member unregistered at "), group
+    # every registered broker is alive, counted against the ones registered before the two left
+    await wait_text(page, "#count-brokers", f"{members - 2} / {members}")
+    await page.screenshot(path=str(artifacts / "dashboard-departures.png"))
+    assert page.errors == []
 
 
 async def test_page_with_auth_on_uses_a_token_from_session_storage(

@@ -150,7 +150,7 @@ async def test_reads_follow_the_read_rule_and_the_page_stays_open(
     client = await make(aiohttp_client, redis_url, auth_tokens_file=str(tokens), auth_reads="token")
     for path in ("/", "/ui/app.js", "/ui/style.css"):
         assert (await client.get(path)).status == 200, path
-    for path in ("/v1/brokers/live", "/v1/topics/summary"):
+    for path in ("/v1/brokers/live", "/v1/topics/summary", "/v1/departures"):
         resp = await client.get(path)
         assert resp.status == 401 and (await resp.json())["error"] == "UNAUTHENTICATED"
         assert (await client.get(path, headers={"Authorization": "Bearer nope"})).status == 401

@@ -8,10 +8,8 @@
   const FETCH_TIMEOUT_MS = 8000;
   const MAX_TOPIC_ROWS = 200;
   const LATE = 0.8;
-  const GONE_KEEP_MS = 3600000; // groups that left are listed for an hour
   const OPEN_UP_TO = 30;        // broker groups: up to this many, every cluster starts open
   const TOKEN_KEY = "rmq-registry-token";
-  const SEEN_KEY = "rmq-registry-seen-groups";
   const SVG = "http://www.w3.org/2000/svg";
 
   const $ = (id) => document.getElementById(id);
@@ -45,7 +43,7 @@
     bars: new Map(),    // brokerAddr -> {row, bar, fill, text, badge}
     groupBodies: new Map(), // brokerName -> {body, head, group}
     problemsKey: "",
-    gone: [],           // [{name, cluster, lastSeen, noticed}]
+    departures: [],     // the brokers that left in the last hour, newest first (GET /v1/departures)
   };
 
   // ------------------------------------------------------------------ helpers
@@ -255,9 +253,12 @@
 
   async function refresh() {
     state.staleMs = null;
-    const results = await Promise.allSettled([getJson("/v1/cluster?stale"), getLive(), getSummary()]);
-    const failure = results.find((r) => r.status === "rejected");
-    const [cluster, live, summary] = results.map((r) => (r.status === "fulfilled" ? r.value : null));
+    const results = await Promise.allSettled([getJson("/v1/cluster?stale"), getLive(), getSummary(),
+      getJson("/v1/departures")]);
+    // the departures add to what the page says; the status is the other reads'
+    const failure = results.slice(0, 3).find((r) => r.status === "rejected");
+    const [cluster, live, summary, record] = results.map((r) => (r.status === "fulfilled" ? r.value : null));
+    if (record) state.departures = record.departures;
     if (live) {
       state.live = live; state.liveAt = performance.now();
       state.liveMap = new Map(live.brokers.map((b) => [b.brokerAddr, b]));
@@ -268,10 +269,9 @@
     else if (live) updateLive();
     if (summary || cluster) renderTopics();
     if (!summary && state.summary) renderPager();
-    if (cluster || live || summary) renderCounts();
-    // every fresh refresh, a 304 included: "last seen" is the last refresh that saw a group
-    if (state.cluster && state.staleMs === null && !failure) rememberGroups();
-    if (cluster || live) { renderProblems(); renderBroker(); renderRoute(); }
+    if (cluster || live || summary || record) renderCounts();
+    if (cluster || live || record) renderProblems();
+    if (cluster || live) { renderBroker(); renderRoute(); }
     if (!failure) {
       state.lastOk = new Date();
       state.failingSince = null;
@@ -393,6 +393,21 @@
     return out;
   }
 
+  // Departures of addresses not registered now (the newest of each): a member that left
+  // and did not come back, from the registry's record, so every browser sees the same.
+  function departed() {
+    const registered = new Set();
+    for (const g of Object.values((state.cluster && state.cluster.brokerAddrTable) || {})) {
+      for (const addr of Object.values(g.brokerAddrs)) registered.add(addr);
+    }
+    const seen = new Set();
+    return state.departures.filter((d) => {
+      if (registered.has(d.brokerAddr) || seen.has(d.brokerAddr)) return false;
+      seen.add(d.brokerAddr);
+      return true;
+    });
+  }
+
   function groupLink(name) {
     return h("a", { href: "#group-" + encodeURIComponent(name), class: "glink", "data-group": name }, name);
   }
@@ -400,15 +415,21 @@
   function renderProblems() {
     if (!state.cluster) return;
     const p = problems();
-    const gone = state.gone.filter((x) => Date.now() - x.noticed < GONE_KEEP_MS);
+    const left = departed();
+    const table = state.cluster.brokerAddrTable;
+    // a group none of whose members is registered now, with its newest departure
+    const gone = [...new Map(left.filter((d) => !table[d.brokerName]).map((d) => [d.brokerName, d]).reverse()).values()]
+      .sort((a, b) => b.at - a.at);
+    const stayed = left.filter((d) => table[d.brokerName]);  // members of groups still registered
     // rebuilt when what it says changes (the ages of late and expired members included)
     const key = JSON.stringify([p.noMaster.map((x) => x.g.brokerName + x.ms), p.late.map((x) => x.addr + x.l.label),
-      p.expired.map((x) => x.addr + x.l.label), gone.map((x) => x.name + x.noticed)]);
+      p.expired.map((x) => x.addr + x.l.label), left.map((d) => d.brokerAddr + d.at)]);
     if (key === state.problemsKey) return;
     state.problemsKey = key;
     const box = $("problems");
     const items = [];
-    const role = (id) => (id === "0" ? "master" : "slave " + id);
+    const role = (id) => (String(id) === "0" ? "master" : "slave " + id);
+    const when = (d) => d.cause + " at " + timeOf(new Date(d.at));
     if (p.noMaster.length) {
       items.push(h("li", { class: "bad", "data-problem": "no-master" },
         h("strong", {}, p.noMaster.length + (p.noMaster.length === 1 ? " group without" : " groups without") + " a live master: "),
@@ -425,47 +446,31 @@
     };
     members(p.expired, "expired", "bad", " member expired", " members expired", "removed at the next expiry scan");
     members(p.late, "late", "warn", " member late", " members late", "past 80 % of its timeout");
+    if (stayed.length) {
+      items.push(h("li", { class: "warn", "data-problem": "departed" },
+        h("strong", {}, stayed.length + (stayed.length === 1 ? " member left" : " members left") + " in the last hour: "),
+        ...joined(stayed.map((d) => h("span", { "data-departed": d.brokerAddr }, h("code", {}, d.brokerAddr), " ",
+          groupLink(d.brokerName), " " + role(d.brokerId) + ", " + when(d))))));
+    }
     if (gone.length) {
       items.push(h("li", { class: "warn", "data-problem": "gone" },
         h("strong", {}, gone.length + (gone.length === 1 ? " group left" : " groups left") + " in the last hour: "),
-        ...joined(gone.map((x) => h("span", { "data-gone": x.name }, h("code", {}, x.name),
-          " (" + x.cluster + "), gone between " + timeOf(new Date(x.lastSeen)) + " and " + timeOf(new Date(x.noticed)))))));
+        ...joined(gone.map((d) => h("span", { "data-gone": d.brokerName }, h("code", {}, d.brokerName),
+          " (" + d.cluster + "), its last member " + when(d))))));
     }
     if (!items.length) {
       box.replaceChildren(h("p", { class: "all-well" }, "Nothing wrong: every one of the " + totalGroups() +
-        " broker groups has a live master, no member is late or expired, and no group left in the last hour" +
-        " (as far as this browser saw)."));
+        " broker groups has a live master, no member is late or expired, and no broker left in the last hour."));
       return;
     }
     box.replaceChildren(h("ul", { class: "problem-list" }, ...items),
-      h("p", { class: "help" }, "Groups that left are the ones this browser saw and no longer sees (kept an hour in local storage)."));
+      h("p", { class: "help" }, "Brokers that left are the registry's record of the last hour (unregistered, connection closed or expired), the same for every browser."));
   }
 
   function joined(nodes) {
     const out = [];
     nodes.forEach((n, i) => { if (i) out.push(", "); out.push(n); });
     return out;
-  }
-
-  // Groups seen by this browser, to tell which ones left: kept in local storage, so a
-  // reload or another tab remembers them; only fresh answers count (not ?stale memory).
-  function rememberGroups() {
-    let stored = {};
-    try { stored = JSON.parse(localStorage.getItem(SEEN_KEY) || "{}"); } catch (e) { stored = {}; }
-    const seen = stored.seen || {};
-    let gone = stored.gone || [];
-    const now = Date.now();
-    const table = state.cluster.brokerAddrTable;
-    for (const [name, last] of Object.entries(seen)) {
-      if (!table[name] && now - last.at < GONE_KEEP_MS) {
-        gone.push({ name, cluster: last.cluster, lastSeen: last.at, noticed: now });
-      }
-      if (!table[name]) delete seen[name];
-    }
-    for (const [name, g] of Object.entries(table)) seen[name] = { cluster: g.cluster, at: now };
-    gone = gone.filter((x) => !table[x.name] && now - x.noticed < GONE_KEEP_MS);
-    state.gone = gone;
-    try { localStorage.setItem(SEEN_KEY, JSON.stringify({ seen, gone })); } catch (e) { /* private mode */ }
   }
 
   // ------------------------------------------------------------------ clusters
@@ -709,9 +714,12 @@
         }
       }
       const noMaster = groups.filter((g) => masterState(g) !== "ok").length;
+      // against those registered before the losses: the ones that left and did not come back count
+      const left = departed().length;
       $("count-clusters").textContent = clusters.length;
       $("count-groups").textContent = groups.length;
-      $("count-brokers").textContent = (state.live ? alive : "–") + " / " + total;
+      $("count-brokers").textContent = (state.live ? alive : "–") + " / " + (total + left);
+      $("count-brokers").title = total + " registered" + (left ? ", " + left + " left in the last hour" : "");
       $("count-nomaster").textContent = noMaster;
       $("count-nomaster").parentElement.classList.toggle("alert", noMaster > 0);
     }
