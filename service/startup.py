@@ -94,8 +94,10 @@ def refused_settings(cause: BaseException | None, settings: Settings) -> None:
     StartupError at once, saying which."""
     url = masked_url(settings.redis_url or "")
     if isinstance(cause, AuthenticationError):
-        given = "the password" if "@" in (settings.redis_url or "") else "no password: it wants one"
-        raise StartupError(f"REDIS_URL={url}: Redis refused {given} (WRONGPASS/AuthenticationError: {cause})")
+        if "@" in (settings.redis_url or ""):
+            raise StartupError(f"REDIS_URL={url}: Redis refused the password (WRONGPASS/AuthenticationError: {cause})")
+        raise StartupError(f"REDIS_URL={url}: Redis wants a password and the URL gives none "
+                           f"(NOAUTH/AuthenticationError: {cause})")
     if isinstance(cause, ResponseError) and "DB index is out of range" in str(cause):
         raise StartupError(f"REDIS_URL={url}: Redis has no database {database(settings.redis_url or '')} "
                            "(its 'databases' setting, 16 by default, allows 0 to that number less one)")
