@@ -206,3 +206,12 @@ def test_the_readme_table_states_every_settings_allowed_values() -> None:
     table = readme_table()
     assert set(table) == set(ENV)
     assert {var: describe(name) for var, name in ENV.items()} == table
+
+
+def test_the_analytics_jobs_refuse_a_bad_redis_url_without_echoing_its_password() -> None:
+    from service.analytics.reader import url_to_options
+
+    for url in ("http://:s3cret@h:6379/0", f"redis://:{PASSWORD}@h:6379/0"):
+        with pytest.raises(ValueError) as refused:
+            url_to_options(url)
+        assert "s3cret" not in str(refused.value) and "ss/w" not in str(refused.value)
