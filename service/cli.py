@@ -95,11 +95,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "compare":
         return _compare(parser, args)
-    settings = from_env()
+    try:
+        settings = from_env()
+        if args.command == "serve":
+            settings = settings.with_overrides(host=args.host, port=args.port, redis_url=args.redis_url,
+                                               remoting_port=args.remoting_port)
+    except StartupError as exc:
+        # before anything starts, in the default log format (the settings may not say another)
+        logs.setup("INFO", "text")
+        log.critical("cannot start: %s", exc)
+        return 2
     logs.setup(settings.log_level, settings.log_format)
     if args.command == "serve":
-        return _serve(settings.with_overrides(host=args.host, port=args.port, redis_url=args.redis_url,
-                                              remoting_port=args.remoting_port))
+        return _serve(settings)
     if settings.embedded:
         parser.error("scan needs REDIS_URL")
     return _scan(settings)

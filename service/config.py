@@ -1,205 +1,208 @@
-"""Settings from the environment, in one dataclass. Command-line flags override them."""
+"""Settings from the environment, in one validated model. Command-line flags override them.
+
+``Settings`` is a frozen pydantic model: each field's type and range is declared once,
+here, and holds however it is built: from the environment (``from_env``; the variable of
+a field is ``RMQ_`` + its name in capitals, ``REDIS_URL`` for ``redis_url``), from the
+command line's flags (``with_overrides``) or in code and tests (``Settings(...)``). A bad
+value stops the worker before anything starts with one line naming the variable, its
+value (``REDIS_URL`` with its passwords masked) and what is allowed (``describe``),
+exit code 2.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
 
+import annotated_types
+from pydantic import (AliasGenerator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      field_validator, model_validator)
+
+from service import redis_url as urls
 from service.addresses import AddressList, PatternError
-from service.redis_cluster import names_several_hosts, parse_cluster_url
 
 
 class StartupError(Exception):
     """The worker cannot start: one line naming the setting and its value (never a
-    secret's value), printed without a traceback before the worker exits non-zero."""
+    secret's value), printed without a traceback before the worker exits with code 2."""
 
 
-def _bool(value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"not a boolean: {value!r}")
+def env_name(field: str) -> str:
+    """The environment variable of a field."""
+    return "REDIS_URL" if field == "redis_url" else "RMQ_" + field.upper()
 
 
-@dataclass(frozen=True)
-class Settings:
-    redis_url: str | None = None
+Port = Annotated[int, Field(ge=1, le=65535)]
+PortOrOff = Annotated[int, Field(ge=0, le=65535)]  # 0: off
+Positive = Annotated[int, Field(ge=1)]  # intervals, timeouts, sizes: 0 would spin or refuse everything
+NonNegative = Annotated[int, Field(ge=0)]  # durations and counts where 0 means none or off
+# in any case, as Python's logging takes it ("info" is INFO)
+LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                     BeforeValidator(lambda v: v.strip().upper() if isinstance(v, str) else v)]
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True,
+                              alias_generator=AliasGenerator(validation_alias=env_name),
+                              # a ValidationError's text never holds a value (REDIS_URL's password)
+                              hide_input_in_errors=True)
+
+    redis_url: Annotated[str | None, Field(description=(
+        "a redis://, rediss://, unix:// or redis+sentinel:// URL, user name and password percent-encoded"))] = None
     redis_cluster: bool = False
     host: str = "0.0.0.0"
-    port: int = 8080
+    port: Port = 8080
     # RocketMQ's own protocol (TCP); 0 = off. The environment's default is 9876 (from_env),
-    # the dataclass's is off, so apps built in tests bind nothing by surprise.
-    remoting_port: int = 0
+    # the model's is off, so apps built in tests bind nothing by surprise.
+    remoting_port: PortOrOff = 0
     remoting_host: str | None = None
-    redis_max_connections: int = 256
-    redis_min_replicas: int = 0
-    key_prefix: str = "rmq"
-    broker_timeout_ms: int = 120_000
-    scan_interval_ms: int = 5_000
-    scan_batch: int = 1_000
-    redis_timeout_ms: int = 1_000
-    redis_start_timeout_ms: int = 30_000
-    max_body_bytes: int = 4 * 1024 * 1024
+    redis_max_connections: Positive = 256
+    redis_min_replicas: NonNegative = 0
+    key_prefix: Annotated[str, Field(min_length=1)] = "rmq"
+    broker_timeout_ms: Positive = 120_000
+    scan_interval_ms: Positive = 5_000
+    scan_batch: Positive = 1_000
+    redis_timeout_ms: Positive = 1_000
+    redis_start_timeout_ms: NonNegative = 30_000
+    max_body_bytes: Positive = 4 * 1024 * 1024
     order_message_enable: bool = False
     delete_topic_with_broker_registration: bool = False
     support_acting_master: bool = False
     notify_min_broker_id_changed: bool = False
-    max_queue_nums: int = 1024
-    max_topics_per_registration: int = 100_000
-    version_poll_ms: int = 500
-    max_staleness_ms: int = 1_000
-    watch_max_ms: int = 120_000
-    stale_max_ms: int = 120_000
+    max_queue_nums: Positive = 1024
+    max_topics_per_registration: Positive = 100_000
+    version_poll_ms: Annotated[int, Field(ge=1, description=(
+        "an integer of at least 1, below RMQ_MAX_STALENESS_MS unless that is 0"))] = 500
+    max_staleness_ms: NonNegative = 1_000  # 0: no read cache
+    watch_max_ms: NonNegative = 120_000
+    stale_max_ms: NonNegative = 120_000
     remoting_stale_reads: bool = False
-    cache_max_entries: int = 200_000
-    cache_max_bytes: int = 512 * 1024 * 1024
-    cache_negative_entries: int = 10_000
+    cache_max_entries: NonNegative = 200_000
+    cache_max_bytes: NonNegative = 512 * 1024 * 1024
+    cache_negative_entries: NonNegative = 10_000
     auth_tokens_file: str | None = None
-    auth_reads: str = "open"
+    auth_reads: Literal["open", "token"] = "open"
     # RocketMQ address patterns or CIDR prefixes, space-separated: unsigned broker requests and reads from them pass
-    remoting_white_addresses: str | None = None
+    remoting_white_addresses: Annotated[str | None, Field(description=(
+        "RocketMQ address patterns or CIDR prefixes, space-separated; needs RMQ_AUTH_TOKENS_FILE"))] = None
     # every RocketMQ connection starts with a PROXY protocol (v1 or v2) header
     remoting_proxy_protocol: bool = False
-    log_level: str = "INFO"
-    log_format: str = "text"
-    drain_ms: int = 0
-    shutdown_timeout_ms: int = 20_000
+    log_level: LogLevel = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    drain_ms: NonNegative = 0
+    shutdown_timeout_ms: NonNegative = 20_000
     # what one client may hold of a worker (docs/remoting.md "Limits")
-    remoting_idle_ms: int = 120_000
-    remoting_max_connections: int = 10_000
-    remoting_frame_timeout_ms: int = 30_000
-    remoting_frame_buffer_bytes: int = 96 * 1024 * 1024
-    http_backlog: int = 1024
-    http_header_timeout_ms: int = 10_000
-    http_body_timeout_ms: int = 30_000
-    max_watches: int = 1_000
-    extra: Mapping[str, str] = field(default_factory=dict)
+    remoting_idle_ms: Positive = 120_000
+    remoting_max_connections: Positive = 10_000
+    remoting_frame_timeout_ms: Positive = 30_000
+    # a frame of the largest size must fit
+    remoting_frame_buffer_bytes: Annotated[int, Field(ge=16 * 1024 * 1024)] = 96 * 1024 * 1024
+    http_backlog: Positive = 1024
+    http_header_timeout_ms: Positive = 10_000
+    http_body_timeout_ms: Positive = 30_000
+    max_watches: NonNegative = 1_000
+    extra: Mapping[str, str] = Field(default_factory=dict, validation_alias="extra")
+
+    @field_validator("remoting_white_addresses")
+    @classmethod
+    def _white_addresses(cls, white: str | None) -> str | None:
+        if white is not None:
+            try:
+                AddressList.from_setting(white)
+            except PatternError as e:
+                raise ValueError(str(e)) from None
+        return white
+
+    @model_validator(mode="after")
+    def _together(self) -> "Settings":
+        """Rules between settings; each message is a whole line (REDIS_URL masked)."""
+        if self.redis_url:
+            try:
+                urls.check(self.redis_url, self.redis_cluster)
+            except ValueError as exc:
+                cluster = " with RMQ_REDIS_CLUSTER=true" if self.redis_cluster else ""
+                raise ValueError(f"REDIS_URL={urls.masked(self.redis_url)}{cluster}: {exc}") from None
+        if self.remoting_white_addresses is not None and self.auth_tokens_file is None:
+            raise ValueError("RMQ_REMOTING_WHITE_ADDRESSES is set but RMQ_AUTH_TOKENS_FILE is not: without "
+                             "authentication every address may already do everything")
+        if self.version_poll_ms >= self.max_staleness_ms > 0:
+            raise ValueError(f"RMQ_VERSION_POLL_MS={self.version_poll_ms}: must be below RMQ_MAX_STALENESS_MS="
+                             f"{self.max_staleness_ms}, or the cache would never be fresh")
+        return self
 
     @property
     def embedded(self) -> bool:
         return not self.redis_url
 
     def with_overrides(self, **changes: object) -> "Settings":
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        """These settings with the flags' values that are given, validated as the
+        environment's are (StartupError naming the variable)."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        return _validated({**dict(self), **given}, given)
 
 
-# variable -> (field, parser); the single list README's configuration table documents.
-ENV: dict[str, tuple[str, type | object]] = {
-    "REDIS_URL": ("redis_url", str),
-    "RMQ_REDIS_CLUSTER": ("redis_cluster", _bool),
-    "RMQ_HOST": ("host", str),
-    "RMQ_PORT": ("port", int),
-    "RMQ_REMOTING_PORT": ("remoting_port", int),
-    "RMQ_REMOTING_HOST": ("remoting_host", str),
-    "RMQ_REDIS_MAX_CONNECTIONS": ("redis_max_connections", int),
-    "RMQ_REDIS_MIN_REPLICAS": ("redis_min_replicas", int),
-    "RMQ_KEY_PREFIX": ("key_prefix", str),
-    "RMQ_BROKER_TIMEOUT_MS": ("broker_timeout_ms", int),
-    "RMQ_SCAN_INTERVAL_MS": ("scan_interval_ms", int),
-    "RMQ_SCAN_BATCH": ("scan_batch", int),
-    "RMQ_REDIS_TIMEOUT_MS": ("redis_timeout_ms", int),
-    "RMQ_REDIS_START_TIMEOUT_MS": ("redis_start_timeout_ms", int),
-    "RMQ_MAX_BODY_BYTES": ("max_body_bytes", int),
-    "RMQ_ORDER_MESSAGE_ENABLE": ("order_message_enable", _bool),
-    "RMQ_DELETE_TOPIC_WITH_BROKER_REGISTRATION": ("delete_topic_with_broker_registration", _bool),
-    "RMQ_SUPPORT_ACTING_MASTER": ("support_acting_master", _bool),
-    "RMQ_NOTIFY_MIN_BROKER_ID_CHANGED": ("notify_min_broker_id_changed", _bool),
-    "RMQ_MAX_QUEUE_NUMS": ("max_queue_nums", int),
-    "RMQ_MAX_TOPICS_PER_REGISTRATION": ("max_topics_per_registration", int),
-    "RMQ_VERSION_POLL_MS": ("version_poll_ms", int),
-    "RMQ_MAX_STALENESS_MS": ("max_staleness_ms", int),
-    "RMQ_WATCH_MAX_MS": ("watch_max_ms", int),
-    "RMQ_STALE_MAX_MS": ("stale_max_ms", int),
-    "RMQ_REMOTING_STALE_READS": ("remoting_stale_reads", _bool),
-    "RMQ_CACHE_MAX_ENTRIES": ("cache_max_entries", int),
-    "RMQ_CACHE_MAX_BYTES": ("cache_max_bytes", int),
-    "RMQ_CACHE_NEGATIVE_ENTRIES": ("cache_negative_entries", int),
-    "RMQ_AUTH_TOKENS_FILE": ("auth_tokens_file", str),
-    "RMQ_AUTH_READS": ("auth_reads", str),
-    "RMQ_REMOTING_WHITE_ADDRESSES": ("remoting_white_addresses", str),
-    "RMQ_REMOTING_PROXY_PROTOCOL": ("remoting_proxy_protocol", _bool),
-    "RMQ_LOG_LEVEL": ("log_level", str),
-    "RMQ_LOG_FORMAT": ("log_format", str),
-    "RMQ_DRAIN_MS": ("drain_ms", int),
-    "RMQ_SHUTDOWN_TIMEOUT_MS": ("shutdown_timeout_ms", int),
-    "RMQ_REMOTING_IDLE_MS": ("remoting_idle_ms", int),
-    "RMQ_REMOTING_MAX_CONNECTIONS": ("remoting_max_connections", int),
-    "RMQ_REMOTING_FRAME_TIMEOUT_MS": ("remoting_frame_timeout_ms", int),
-    "RMQ_REMOTING_FRAME_BUFFER_BYTES": ("remoting_frame_buffer_bytes", int),
-    "RMQ_HTTP_BACKLOG": ("http_backlog", int),
-    "RMQ_HTTP_HEADER_TIMEOUT_MS": ("http_header_timeout_ms", int),
-    "RMQ_HTTP_BODY_TIMEOUT_MS": ("http_body_timeout_ms", int),
-    "RMQ_MAX_WATCHES": ("max_watches", int),
-}
-
-# variable -> the least value that makes sense (a frame of the largest size must fit the buffer)
-MINIMUMS: dict[str, int] = {
-    "RMQ_REMOTING_IDLE_MS": 1,
-    "RMQ_REMOTING_MAX_CONNECTIONS": 1,
-    "RMQ_REMOTING_FRAME_TIMEOUT_MS": 1,
-    "RMQ_REMOTING_FRAME_BUFFER_BYTES": 16 * 1024 * 1024,
-    "RMQ_HTTP_BACKLOG": 1,
-    "RMQ_HTTP_HEADER_TIMEOUT_MS": 1,
-    "RMQ_HTTP_BODY_TIMEOUT_MS": 1,
-    "RMQ_MAX_WATCHES": 0,
-}
+# variable -> field: the list README's configuration table documents
+ENV: dict[str, str] = {env_name(name): name for name in Settings.model_fields if name != "extra"}
 
 
-def _check_white_addresses(settings: Settings) -> None:
-    white = settings.remoting_white_addresses
-    if white is None:
-        return
+def describe(field: str) -> str:
+    """What a field allows, in words: the error lines and README's table say the same."""
+    info = Settings.model_fields[field]
+    kind = info.annotation
+    if info.description:  # a rule the type alone does not say
+        return info.description
+    if kind is bool:
+        return "true or false (also 1/0, yes/no, on/off)"
+    if get_origin(kind) is Literal:
+        return "one of " + ", ".join(get_args(kind))
+    if kind is int:
+        least = next((m.ge for m in info.metadata if isinstance(m, annotated_types.Ge)), None)
+        most = next((m.le for m in info.metadata if isinstance(m, annotated_types.Le)), None)
+        if most is not None:
+            return f"an integer from {least} to {most}"
+        return f"an integer of at least {least}"
+    if any(isinstance(m, annotated_types.MinLen) for m in info.metadata):
+        return "a non-empty text"
+    return "any text"
+
+
+def _shown(field: str, value: Any) -> str:
+    """A value as an error line may print it: REDIS_URL masked, no control characters."""
+    text = str(value)
+    if field == "redis_url":
+        text = urls.masked(text)
+    shown = "".join(c if c.isprintable() else "?" for c in text[:200]) + ("..." if len(text) > 200 else "")
+    return repr(shown) if not shown or any(c.isspace() for c in shown) else shown
+
+
+def _one_line(exc: ValidationError, given: Mapping[str, Any]) -> str:
+    """The first error as one line naming the variable, its value and what is allowed."""
+    error = exc.errors()[0]
+    more = exc.error_count() - 1
+    tail = f" ({more} more bad setting{'s' * (more > 1)})" if more else ""
+    if not error["loc"]:  # a rule between settings: its message is the whole line
+        return f"{error.get('ctx', {}).get('error', error['msg'])}{tail}"
+    key = str(error["loc"][0])
+    field = ENV.get(key, key)
+    var = env_name(field)
+    value = given.get(key, given.get(field, given.get(var)))
+    if field not in Settings.model_fields:
+        return f"{var}: not a setting{tail}"
+    reason = error.get("ctx", {}).get("error")
+    allowed = f"{reason}" if error["type"] == "value_error" and reason else f"must be {describe(field)}"
+    return f"{var}={_shown(field, value)}: {allowed}{tail}"
+
+
+def _validated(values: Mapping[str, Any], given: Mapping[str, Any]) -> Settings:
     try:
-        AddressList.from_setting(white)
-    except PatternError as e:
-        raise SystemExit(f"RMQ_REMOTING_WHITE_ADDRESSES={white!r}: {e}") from None
-    if settings.auth_tokens_file is None:
-        raise SystemExit("RMQ_REMOTING_WHITE_ADDRESSES is set but RMQ_AUTH_TOKENS_FILE is not: without "
-                         "authentication every address may already do everything")
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise StartupError(_one_line(exc, given)) from None
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings the environment gives (an empty variable counts as unset); StartupError
+    (one line) on a bad one."""
     env = os.environ if environ is None else environ
-    values: dict[str, object] = {}
-    for var, (name, parse) in ENV.items():
-        raw = env.get(var)
-        if raw is None or raw == "":
-            continue
-        try:
-            values[name] = parse(raw)  # type: ignore[operator]
-        except ValueError as exc:
-            raise SystemExit(f"bad value for {var}: {raw!r} ({exc})") from None
-    values.setdefault("remoting_port", 9876)
-    settings = Settings(**values)  # type: ignore[arg-type]
-    if not 0 <= settings.remoting_port <= 65535:
-        raise SystemExit(f"RMQ_REMOTING_PORT must be 0 (off) or a port, not {settings.remoting_port}")
-    _check_white_addresses(settings)
-    if settings.version_poll_ms >= settings.max_staleness_ms > 0:
-        raise SystemExit("RMQ_VERSION_POLL_MS must be below RMQ_MAX_STALENESS_MS, or the cache would never be fresh")
-    if settings.log_format not in ("text", "json"):
-        raise SystemExit(f"RMQ_LOG_FORMAT must be 'text' or 'json', not {settings.log_format!r}")
-    for var, least in MINIMUMS.items():
-        value = getattr(settings, ENV[var][0])
-        if value < least:
-            raise SystemExit(f"{var} must be at least {least}, not {value}")
-    if settings.auth_reads not in ("open", "token"):
-        raise SystemExit(f"RMQ_AUTH_READS must be 'open' or 'token', not {settings.auth_reads!r}")
-    _check_cluster_url(settings)
-    return settings
-
-
-def _check_cluster_url(settings: Settings) -> None:
-    """A cluster's seed list is well formed, and a seed list comes with RMQ_REDIS_CLUSTER
-    (the messages never echo the URL, which may hold a password)."""
-    url = settings.redis_url or ""
-    if settings.redis_cluster and url:
-        try:
-            parse_cluster_url(url)
-        except ValueError as exc:
-            raise SystemExit(f"bad value for REDIS_URL with RMQ_REDIS_CLUSTER=true: {exc}") from None
-    elif not url.startswith("redis+sentinel://") and names_several_hosts(url):
-        raise SystemExit("REDIS_URL names several hosts: set RMQ_REDIS_CLUSTER=true for a Redis Cluster's seed "
-                         "nodes, or use redis+sentinel:// for Sentinels")
+    given = {var: env[var] for var in ENV if env.get(var)}
+    return _validated({"RMQ_REMOTING_PORT": "9876", **given}, given)

@@ -5,7 +5,8 @@ naming the setting and its value (a secret is named, never printed):
   ``k8s/secrets.yaml``) or empty password in ``REDIS_URL``; a readable tokens file with
   credentials and no placeholder in it (``service.auth.check_tokens_file``);
 - Redis: reachable within ``RMQ_REDIS_START_TIMEOUT_MS`` (retried meanwhile, and said so),
-  its scripts loaded;
+  its scripts loaded; a password or a database number Redis refuses stops the worker at
+  once, saying so (not "unreachable");
 - the key schema: the version stamp in Redis (``Keys.schema``), written by the first
   worker (SET NX), equals this worker's ``SCHEMA_VERSION``, so a worker whose scripts and
   keys differ in meaning from those already in Redis never writes into them;
@@ -20,28 +21,17 @@ import logging
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from redis.exceptions import AuthenticationError, ResponseError
+
 from service.auth import check_tokens_file
 from service.config import Settings, StartupError
+from service.redis_url import database, masked as masked_url
 from service.keys import SCHEMA_VERSION
 from service.store import Store, StoreRefusing, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
 PLACEHOLDER = "REPLACE-ME"
-
-
-def masked_url(url: str) -> str:
-    """``url`` with its password (and a Sentinel password) replaced by ``***``."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        credentials, hosts = netloc.rsplit("@", 1)
-        if ":" in credentials:
-            credentials = credentials.split(":", 1)[0] + ":***"
-        netloc = f"{credentials}@{hosts}"
-    query = "&".join("sentinel_password=***" if q.startswith("sentinel_password=") else q
-                     for q in parts.query.split("&")) if parts.query else ""
-    return parts._replace(netloc=netloc, query=query).geturl()
 
 
 def check_redis_url(url: str) -> None:
@@ -83,7 +73,11 @@ async def connect(store: Store, settings: Settings) -> None:
             return
         except StoreRefusing:
             raise  # Redis answers: not a reason to wait or to refuse to start
+        except ResponseError as exc:
+            refused_settings(exc, settings)
+            raise
         except StoreUnavailable as exc:
+            refused_settings(exc.__cause__, settings)
             if time.monotonic() >= deadline:
                 raise StartupError(f"REDIS_URL={masked_url(settings.redis_url or '')}: Redis unreachable at start "
                                    f"({exc}) for {limit_s:.1f} s (RMQ_REDIS_START_TIMEOUT_MS={settings.redis_start_timeout_ms})"
@@ -93,6 +87,20 @@ async def connect(store: Store, settings: Settings) -> None:
                             masked_url(settings.redis_url or ""), exc, limit_s)
                 announced = True
             await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def refused_settings(cause: BaseException | None, settings: Settings) -> None:
+    """Redis answered, and what it said is a bad setting, not an outage to wait out:
+    StartupError at once, saying which."""
+    url = masked_url(settings.redis_url or "")
+    if isinstance(cause, AuthenticationError):
+        if "@" in (settings.redis_url or ""):
+            raise StartupError(f"REDIS_URL={url}: Redis refused the password (WRONGPASS/AuthenticationError: {cause})")
+        raise StartupError(f"REDIS_URL={url}: Redis wants a password and the URL gives none "
+                           f"(NOAUTH/AuthenticationError: {cause})")
+    if isinstance(cause, ResponseError) and "DB index is out of range" in str(cause):
+        raise StartupError(f"REDIS_URL={url}: Redis has no database {database(settings.redis_url or '')} "
+                           "(its 'databases' setting, 16 by default, allows 0 to that number less one)")
 
 
 async def check_schema(store: Store, settings: Settings) -> None:

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Redis
@@ -30,6 +29,7 @@ from redis.asyncio.sentinel import Sentinel
 
 from service import redis_cluster
 from service.config import Settings
+from service.redis_url import SENTINEL_SCHEME, parse_sentinel_url
 from service.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -208,40 +208,6 @@ def connect(settings: Settings) -> Redis:
         retry=Retry(NoBackoff(), 1),
     )
     return aioredis.Redis(connection_pool=pool)
-
-
-SENTINEL_SCHEME = "redis+sentinel://"
-
-
-@dataclass(frozen=True)
-class SentinelTarget:
-    sentinels: list[tuple[str, int]]
-    master: str
-    db: int
-    username: str | None
-    password: str | None
-    sentinel_password: str | None
-
-
-def parse_sentinel_url(url: str) -> SentinelTarget:
-    """``redis+sentinel://[user:pass@]host1:26379,host2:26379/<master-name>[/<db>]
-    [?sentinel_password=...]``: the credentials are the primary's; the Sentinels are asked
-    without any unless ``sentinel_password`` is given."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)
-    credentials, hosts = (netloc[0], netloc[1]) if len(netloc) == 2 else ("", netloc[0])
-    username, _, password = credentials.partition(":")
-    sentinels = []
-    for host in filter(None, hosts.split(",")):
-        name, _, port = host.rpartition(":") if ":" in host else (host, "", "26379")
-        sentinels.append((name.strip("[]"), int(port or 26379)))
-    path = [p for p in parts.path.split("/") if p]
-    if not sentinels or not path:
-        raise ValueError(f"a Sentinel URL names the Sentinels and the master: {SENTINEL_SCHEME}host:26379/<master-name>/<db>")
-    query = parse_qs(parts.query)
-    return SentinelTarget(sentinels, unquote(path[0]), int(path[1]) if len(path) > 1 else 0,
-                          unquote(username) or None, unquote(password) or None,
-                          query.get("sentinel_password", [None])[0])
 
 
 def connect_sentinel(settings: Settings) -> Redis:

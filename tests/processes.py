@@ -36,14 +36,15 @@ def http_status(url: str, timeout_s: float = 5) -> int:
 
 
 def start(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT,
-          output: int | IO[bytes] = subprocess.PIPE) -> subprocess.Popen[bytes]:
+          output: int | IO[bytes] = subprocess.PIPE, errors: int | IO[bytes] = subprocess.STDOUT
+          ) -> subprocess.Popen[bytes]:
     """``output``: where stdout and stderr go (a file for a process that logs for minutes
-    while nobody reads its pipe, which would fill and stop it)."""
+    while nobody reads its pipe, which would fill and stop it); ``errors``: stderr apart."""
     environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL" and not k.startswith("RMQ_")}
     # RocketMQ's port off unless a test asks: several workers on one machine would collide on 9876
     environ["RMQ_REMOTING_PORT"] = "0"
     environ.update(env or {})
-    return subprocess.Popen(args, cwd=cwd, env=environ, stdout=output, stderr=subprocess.STDOUT)
+    return subprocess.Popen(args, cwd=cwd, env=environ, stdout=output, stderr=errors)
 
 
 def console_script(name: str) -> str:

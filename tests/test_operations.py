@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 
 from service.http.app_keys import CACHE
 from service.worker import create_app
-from service.config import ENV, Settings, from_env
+from service.config import ENV, Settings, StartupError, from_env
 from service.http.openapi import OPERATIONS
 from tests.builders import registration
 from tests.calls import register, route
@@ -67,7 +67,7 @@ def test_defaults_match_the_contract() -> None:
                                        ("RMQ_REMOTING_FRAME_BUFFER_BYTES", "1000"), ("RMQ_REMOTING_IDLE_MS", "0"),
                                        ("RMQ_MAX_WATCHES", "-1")])
 def test_bad_setting_stops_with_a_clear_message(var: str, value: str) -> None:
-    with pytest.raises(SystemExit, match=var):
+    with pytest.raises(StartupError, match=var):
         from_env({var: value})
 
 

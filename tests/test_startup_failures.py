@@ -1,5 +1,6 @@
-"""A worker that cannot start says why in one line and exits non-zero within seconds:
-real worker processes against a taken port, a closed Redis port, bad secrets."""
+"""A worker that cannot start says why in one line and exits 2 within seconds: real worker
+processes against a taken port, a closed Redis port, bad secrets, bad settings, a Redis
+with a password (given wrong, or holding URL-special characters, which no output shows)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Iterator
 import pytest
 
 from tests.processes import console_script, start
-from tests.redis_server import free_port
+from tests.redis_server import RedisServer, free_port
 
 SERVE = [console_script("rmq-registry"), "serve", "--host", "127.0.0.1"]
 
@@ -44,7 +45,7 @@ def refused(args: list[str], env: dict[str, str], limit_s: float = 40) -> tuple[
         proc.kill()
         raise AssertionError(f"still running after {limit_s} s: {proc.communicate()[0].decode()}") from None
     took = time.monotonic() - began
-    assert proc.returncode != 0, out
+    assert proc.returncode == 2, out
     assert "Traceback" not in out, out
     lines = [line for line in out.splitlines() if "cannot start" in line]
     assert len(lines) == 1, out
@@ -160,3 +161,137 @@ def test_every_password_of_a_redis_url_is_checked_and_masked(url: str, what: str
     line = str(refused.value)
     assert what in line and line.startswith("REDIS_URL=") and "REPLACE-ME-sentinel" not in line
     assert "REPLACE-ME-redis" not in line and ":pw@" not in line
+
+
+# ------------------------------------------------------------------ bad settings
+# Each refused before anything starts: exit 2, and stderr is that one line (nothing on stdout).
+
+PASSWORD = "p@ss/w:rd#1"  # every character a URL parser could take for a delimiter
+ENCODED = "p%40ss%2Fw%3Ard%231"
+# what would give the password away, whole or in part (the host a parser makes of it included)
+PASSWORD_PARTS = (PASSWORD, ENCODED, "p@ss", "ss/w", "w:rd", "rd#1", "p%40", "connecting to ss:")
+
+
+def bad_setting(env: dict[str, str], args: list[str] | None = None) -> str:
+    """Runs a worker with a bad setting: the one line it writes on stderr, once it has
+    exited 2 at once, with nothing on stdout and no password anywhere."""
+    proc = start(args or SERVE + ["--port", str(free_port())], env, errors=subprocess.PIPE)
+    try:
+        out, err = (b.decode() for b in proc.communicate(timeout=AT_ONCE_S))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"still running: {proc.communicate()}") from None
+    assert proc.returncode == 2, (out, err)
+    assert out == "" and "Traceback" not in err, (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and "cannot start: " in lines[0], err
+    assert not any(part in out + err for part in PASSWORD_PARTS), err
+    return lines[0]
+
+
+def test_a_port_out_of_range_is_refused_in_one_line() -> None:
+    line = bad_setting({"RMQ_PORT": "99999"}, SERVE)
+    assert "RMQ_PORT=99999: must be an integer from 1 to 65535" in line
+
+
+def test_a_port_flag_out_of_range_is_refused_naming_its_variable() -> None:
+    line = bad_setting({}, SERVE + ["--port", "99999"])
+    assert "RMQ_PORT=99999" in line and "1 to 65535" in line
+
+
+def test_a_remoting_port_out_of_range_is_refused_in_one_line() -> None:
+    assert "RMQ_REMOTING_PORT=65536: must be an integer from 0 to 65535" in bad_setting({"RMQ_REMOTING_PORT": "65536"})
+
+
+def test_a_zero_scan_interval_is_refused_in_one_line() -> None:
+    assert "RMQ_SCAN_INTERVAL_MS=0: must be an integer of at least 1" in bad_setting({"RMQ_SCAN_INTERVAL_MS": "0"})
+
+
+def test_a_negative_staleness_is_refused_in_one_line() -> None:
+    assert "RMQ_MAX_STALENESS_MS=-5: must be an integer of at least 0" in bad_setting({"RMQ_MAX_STALENESS_MS": "-5"})
+
+
+def test_a_negative_drain_is_refused_in_one_line() -> None:
+    assert "RMQ_DRAIN_MS=-1: must be an integer of at least 0" in bad_setting({"RMQ_DRAIN_MS": "-1"})
+
+
+def test_an_unknown_log_level_is_refused_in_one_line() -> None:
+    line = bad_setting({"RMQ_LOG_LEVEL": "LOUD"})
+    assert "RMQ_LOG_LEVEL=LOUD: must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL" in line
+
+
+def test_a_non_integer_is_refused_in_one_line() -> None:
+    assert "RMQ_REDIS_TIMEOUT_MS=1s: must be an integer of at least 1" in bad_setting({"RMQ_REDIS_TIMEOUT_MS": "1s"})
+
+
+def test_a_bad_setting_stops_the_scan_command_too() -> None:
+    line = bad_setting({"REDIS_URL": "redis://127.0.0.1:6379/0", "RMQ_SCAN_BATCH": "0"},
+                       [console_script("rmq-registry"), "scan"])
+    assert "RMQ_SCAN_BATCH=0" in line
+
+
+def test_a_non_redis_url_is_refused_in_one_line() -> None:
+    line = bad_setting({"REDIS_URL": f"http://:{ENCODED}@127.0.0.1:6379/0"})
+    assert "REDIS_URL=http://:***@127.0.0.1:6379/0: must start with redis://" in line
+
+
+def test_a_non_numeric_redis_port_is_refused_in_one_line() -> None:
+    line = bad_setting({"REDIS_URL": f"redis://:{ENCODED}@127.0.0.1:63x9/0"})
+    assert "REDIS_URL=redis://:***@127.0.0.1:63x9/0" in line and "the port must be 1-65535" in line
+
+
+def test_a_non_numeric_redis_database_is_refused_in_one_line() -> None:
+    line = bad_setting({"REDIS_URL": f"redis://:{ENCODED}@127.0.0.1:6379/zero"})
+    assert "the database must be a number" in line and "'zero'" in line
+
+
+def test_an_unencoded_password_is_refused_without_printing_any_of_it() -> None:
+    line = bad_setting({"REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:6379/0"})
+    assert "REDIS_URL=redis://:***@127.0.0.1:6379/0" in line and "percent-encode" in line
+
+
+@pytest.fixture(scope="module")
+def guarded_redis() -> Iterator[RedisServer]:
+    """A redis-server whose password holds every URL delimiter."""
+    server = RedisServer(None, "--requirepass", PASSWORD)
+    server.start()
+    yield server
+    server.cleanup()
+
+
+def test_a_wrong_password_is_reported_as_refused_at_once(guarded_redis: RedisServer) -> None:
+    url = f"redis://:wrong-{ENCODED}@127.0.0.1:{guarded_redis.port}/0"
+    line, took = refused(SERVE + ["--port", str(free_port())], {"REDIS_URL": url})
+    assert f"REDIS_URL=redis://:***@127.0.0.1:{guarded_redis.port}/0: Redis refused the password" in line
+    assert "unreachable" not in line and "wrong-" not in line and took < AT_ONCE_S
+
+
+def test_no_password_for_a_redis_that_wants_one_is_reported_at_once(guarded_redis: RedisServer) -> None:
+    line, took = refused(SERVE + ["--port", str(free_port())],
+                         {"REDIS_URL": f"redis://127.0.0.1:{guarded_redis.port}/0"})
+    assert "Redis wants a password and the URL gives none" in line and took < AT_ONCE_S
+
+
+def test_a_database_redis_does_not_have_is_refused_at_once(guarded_redis: RedisServer) -> None:
+    line, took = refused(SERVE + ["--port", str(free_port())],
+                         {"REDIS_URL": f"redis://:{ENCODED}@127.0.0.1:{guarded_redis.port}/99"})
+    assert "Redis has no database 99" in line and took < AT_ONCE_S
+
+
+def test_a_percent_encoded_password_with_url_delimiters_serves_and_is_never_printed(guarded_redis: RedisServer) -> None:
+    url = f"redis://:{ENCODED}@127.0.0.1:{guarded_redis.port}/0"
+    proc = start(SERVE + ["--port", str(free_port())], {"REDIS_URL": url, "RMQ_LOG_LEVEL": "DEBUG"})
+    try:
+        assert proc.stdout is not None
+        seen = []
+        while not seen or "serving on" not in seen[-1]:
+            line = proc.stdout.readline().decode()
+            assert line, "".join(seen)
+            seen.append(line)
+        proc.send_signal(signal.SIGTERM)
+        out = "".join(seen) + proc.communicate(timeout=40)[0].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and not any(part in out for part in PASSWORD_PARTS), out

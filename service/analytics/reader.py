@@ -31,6 +31,7 @@ from functools import reduce
 from typing import Any, Mapping
 
 from service.keys import Keys
+from service.redis_url import check_encoded, masked
 
 from . import _partition_reader, arrow, index_rows
 from .index import Index, list_index
@@ -82,7 +83,8 @@ def url_to_options(url: str) -> dict[str, str]:
     """``redis[s]://[user:pass@]host:port/db`` as spark-redis connection options."""
     u = urllib.parse.urlsplit(url)
     if u.scheme not in ("redis", "rediss"):
-        raise ValueError(f"not a redis URL: {url!r}")
+        raise ValueError(f"not a redis URL: {masked(url)!r}")
+    check_encoded(url)  # else part of the password would be taken for the host, and printed as it
     opts = {
         "host": u.hostname or "localhost",
         "port": str(u.port or 6379),

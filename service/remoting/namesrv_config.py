@@ -15,8 +15,6 @@ config lives in Redis, settings come from the environment), ``productEnvName``,
 
 from __future__ import annotations
 
-import dataclasses
-
 from service.config import Settings
 
 # Settings left out: they name credentials (the URL may hold Redis' password; the file's
@@ -49,8 +47,7 @@ def properties(settings: Settings, listen_port: int) -> dict[str, str]:
         "supportActingMaster": settings.support_acting_master,
         "notifyMinBrokerIdChanged": settings.notify_min_broker_id_changed,
     }
-    for f in dataclasses.fields(settings):
-        value = getattr(settings, f.name)
-        if f.name not in SECRET_SETTINGS and f.name != "extra" and value is not None:
-            values.setdefault(_camel(f.name), value)
+    for name, value in settings:  # the model's fields, in their order
+        if name not in SECRET_SETTINGS and name != "extra" and value is not None:
+            values.setdefault(_camel(name), value)
     return {k: java(v) for k, v in values.items()}

@@ -22,7 +22,7 @@ import yaml
 
 import tests.deploy.test_manifests as m
 from service.config import from_env
-from service.store import parse_sentinel_url
+from service.redis_url import parse_sentinel_url
 
 VARIANT = m.K8S / "variants" / "redis-sentinel"
 PASSWORD = "s3cret-test-password"

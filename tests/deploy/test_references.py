@@ -236,7 +236,7 @@ def test_the_exposed_ports_are_the_settings_defaults():
 def test_the_healthcheck_reads_the_port_setting_with_its_default():
     code = json.loads(effective(RUNTIME, "HEALTHCHECK").args.partition("CMD")[2])[2]
     (name, default), = re.findall(r"os\.environ\.get\('(\w+)', '(\d+)'\)", code)
-    assert ENV[name][0] == "port" and int(default) == from_env({}).port
+    assert ENV[name] == "port" and int(default) == from_env({}).port
 
 
 def test_the_registry_pods_ports_are_the_ports_its_settings_give():
