@@ -92,13 +92,21 @@ def json_body(table: dict[str, dict[str, Any]], version: dict[str, int]) -> byte
 STATIC_TOPIC_QUEUES = 4
 
 
-def json5_body(table: dict[str, dict[str, Any]], version: dict[str, int], broker: str) -> bytes:
-    """A 5.3.3 broker's plain body; the first topic of `table` is its static topic."""
-    static = next(iter(table))
+_FIRST = object()
+
+
+def json5_body(table: dict[str, dict[str, Any]], version: dict[str, int], broker: str,
+               static: Any = _FIRST) -> bytes:
+    """A 5.3.3 broker's plain body; `static` is its static topic, whose mapping it carries
+    (by default the first topic of `table`; None: no mapping, as a split registration's
+    parts but the last)."""
+    if static is _FIRST:
+        static = next(iter(table))
     config = lambda tc: {"attributes": {}, **tc}  # noqa: E731 (fastjson: attributes first)
     ids = ",".join(f"{i}:{i}" for i in range(STATIC_TOPIC_QUEUES))
-    mapping = (f'{{"{static}":{{"bname":{_dumps(broker)},"currIdMap":{{{ids}}},"dirty":false,"epoch":1700000000000,'
-               f'"scope":"__global__","topic":"{static}","totalQueues":{STATIC_TOPIC_QUEUES}}}}}')
+    mapping = "{}" if static is None else (
+        f'{{"{static}":{{"bname":{_dumps(broker)},"currIdMap":{{{ids}}},"dirty":false,"epoch":1700000000000,'
+        f'"scope":"__global__","topic":"{static}","totalQueues":{STATIC_TOPIC_QUEUES}}}}}')
     wrapper = (f'{{"dataVersion":{_dumps({**version, "stateVersion": 0})},'
                f'"mappingDataVersion":{_dumps({"counter": 1, "stateVersion": 0, "timestamp": int(time.time() * 1000)})},'
                f'"topicConfigTable":{_dumps({k: config(v) for k, v in table.items()})},'
