@@ -42,8 +42,9 @@ def stale_max_ms(ctx: HandlerContext) -> int | None:
     return ctx.settings.stale_max_ms if ctx.settings.remoting_stale_reads else None
 
 
-# RocketMQ appends FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL) to this remark; clients log it.
-FAQ_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+# RocketMQ appends FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL) to this remark (5.3.3's URL; 4.x had
+# http://rocketmq.apache.org/docs/faq/); clients log it.
+FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
 def topic_not_exist(cmd: Command, topic: str) -> Command:
