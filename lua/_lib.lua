@@ -67,6 +67,15 @@ local function int(x)
   return string.format('%.0f', x)
 end
 
+-- Whether digit string `a` is a larger number than `b` (no leading zeros): exact for every
+-- long, where a double is not past 2^53.
+local function digits_above(a, b)
+  if #a ~= #b then
+    return #a > #b
+  end
+  return a > b
+end
+
 -- The change one call makes that a reader could see, accumulated in one object the
 -- publishing wrapper creates (service/store.py: the script body gets it as `change` and
 -- finish publishes it), so every writing helper below takes it as its first argument

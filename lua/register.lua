@@ -26,9 +26,14 @@
 -- ARGV[18] zoneName ('' when none)
 -- ARGV[19] the static topics' queue mappings of the body, a flat JSON array
 --          [topic, bname, TopicQueueMappingInfo JSON, ...]
+-- ARGV[20] how many topic configs the registration's body holds (apache/rocketmq#4522's rule)
+-- ARGV[21] its dataVersion's stateVersion, digits ('0' before 5.0)
 -- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, status, generation,
 --   rewritten, notices}: notices the JSON of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE
---   notices ('' for none); status 'ok' or 'stale'; generation: the group's new topicsGen when its
+--   notices ('' for none); status 'ok', 'stale', or one of RocketMQ 5.3's refusals, which
+--   apply nothing else: 'conflict' (another address holds the id with a higher
+--   stateVersion: this address leaves the tables) or 'refused' (one topic from an id the
+--   group does not have); generation: the group's new topicsGen when its
 --   fingerprints are now exactly what the caller can tell ('' otherwise): in mode 'full' the
 --   configs sent, in mode 'diff' the copy with the entries written (all of them when
 --   rewritten is 1, new topics only when 0) and, rewritten with ARGV[9], without the absent
@@ -50,6 +55,27 @@ local diff_mode = ARGV[14] == 'diff' and id == '0'
 local acting = ARGV[17] or ''
 local zone = ARGV[18] or ''
 local mappings = cjson.decode(ARGV[19] or '[]')
+local topic_count = tonumber(ARGV[20] or '')
+local state_version = ARGV[21] or '0'
+
+-- RocketMQ 5.3's two refusals (RouteInfoManager.registerBroker), before anything is written.
+local held = redis.call('HGET', K.addrs(name), id)
+if held and held ~= addr then
+  -- another address holds the id and is alive with a higher stateVersion (a controller made
+  -- it master since this one last registered): this registration is ignored, and its
+  -- address leaves the live table (here every table: no row of it may outlive its live one)
+  local row = redis.call('HMGET', K.live(held), 'cluster', 'dataVersion')
+  if row[1] == cluster and digits_above(string.match(row[2] or '', '"stateVersion":(%d+)') or '0', state_version) then
+    remove_address(change, addr)
+    local _, _, _, kv = registration_answer(name, '0')  -- RocketMQ answers its empty result
+    return {CHANGE, change.visible and 1 or 0, 0, '', '', kv, 'conflict', '', 0, notices_json(change)}
+  end
+elseif not held and acting ~= '' and topic_count == 1 then
+  -- apache/rocketmq#4522: a 5.x broker's registration of one topic (registerSingleTopicAll,
+  -- a topic created before its full registration reached this NameServer) from an id the
+  -- group lacks
+  return {CHANGE, 0, 0, '', '', {}, 'refused', '', 0, ''}
+end
 
 -- the caller's copy is out of date: nothing is applied, it sends the whole table again
 if diff_mode and redis.call('HGET', K.broker(name), 'topicsGen') ~= ARGV[15] then

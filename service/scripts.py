@@ -47,7 +47,10 @@ class Registered(NamedTuple):
     change: Any
     changed: bool  # a visible change
     answer: Answer
-    status: str  # 'ok', or 'stale': mode 'diff' with a copy out of date, nothing applied
+    # 'ok'; 'stale': mode 'diff' with a copy out of date, nothing applied; RocketMQ 5.3's
+    # refusals: 'conflict' (another address holds the id with a higher stateVersion: this
+    # one was removed) and 'refused' (one topic from an id the group lacks: nothing applied)
+    status: str
     generation: str  # the group's new topicsGen when the caller's copy is now exact, else ''
     rewritten: bool  # the QueueData were compared in full (first registration or new dataVersion)
     notices: list[dict[str, Any]]
@@ -97,14 +100,15 @@ class Scripts:
     async def register(self, *, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str, timeout_ms: int,
                        data_version: str, keep_filters: bool, delete_absent: bool, topics: bytes, filters: bytes,
                        channel: str, digest: str, mode: str, generation: str, absent: bytes, acting: str, zone: str,
-                       mappings: bytes) -> Registered:
+                       mappings: bytes, topic_count: int, state_version: int) -> Registered:
         """lua/register.lua. `topics`: the JSON [topic, fingerprint, ...] (mode 'full': the
         whole table; 'diff': what differs from the copy of `generation`, `absent` the
-        copy's topics not sent); `acting` '1'/'0'/'' (no header: a broker before 5.0)."""
+        copy's topics not sent); `acting` '1'/'0'/'' (no header: a broker before 5.0);
+        `topic_count`: the topic configs the body holds; `state_version`: its dataVersion's."""
         r = await self.store.run("register", [
             cluster, addr, name, broker_id, ha_addr, timeout_ms, data_version, "keep" if keep_filters else "set",
             "1" if delete_absent else "0", topics, filters, channel, digest, mode, generation, absent, acting, zone,
-            mappings])
+            mappings, topic_count, state_version])
         return Registered(r[0], bool(int(r[1])), _answer(*r[2:6]), text(r[6]), text(r[7]), bool(int(r[8])),
                           _notices(r[9]))
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from service.models import HeartbeatRequest, QueryDataVersionRequest, RegisterRequest, UnregisterRequest
 from service.registration import body_digest
+from service.registry import RegistrationRefused
 from service.remoting import bodies, codes
 from service.remoting.bodies import Layout
 from service.remoting.body_deltas import plain_layout
@@ -32,6 +33,9 @@ from service.remoting.requests import (
 log = logging.getLogger(__name__)
 
 ZONE_NAME = "__ZONE_NAME"  # MixAll.ZONE_NAME: the broker's zone, among its extFields
+
+# DefaultRequestProcessor's remark when RouteInfoManager.registerBroker refuses (apache/rocketmq#4522)
+REGISTER_FAILED = "register broker failed"
 
 EMPTY_WRAPPER = {"dataVersion": {"timestamp": 0, "counter": 0}, "topicConfigTable": {}}
 
@@ -74,7 +78,8 @@ async def register_broker(ctx: HandlerContext, cmd: Command) -> Command:
         f = cmd.ext_fields
         log.warning("registration refused: broker %s (name %s, id %s, cluster %s) from %s: %s",
                     f.get("brokerAddr", "?"), f.get("brokerName", "?"), f.get("brokerId", "?"),
-                    f.get("clusterName", "?"), channel.peer if channel and channel.peer else "?", e.remark)
+                    f.get("clusterName", "?"), channel.peer if channel and channel.peer else "?",
+                    e.remark if e.__cause__ is None else f"{e.remark}: {e.__cause__}")
         raise
 
 
@@ -101,7 +106,11 @@ async def _register_broker(ctx: HandlerContext, cmd: Command) -> Command:
             ctx.deltas.keep(key, layout, wrapper.fingerprints, req.filterServerList)
         else:
             ctx.deltas.drop(key)
-    return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
+    try:
+        answer = await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest)
+    except RegistrationRefused as e:
+        raise RemotingError(codes.SYSTEM_ERROR, REGISTER_FAILED) from e
+    return registration_answer(cmd, answer)
 
 
 def compressed_form(cmd: Command) -> bool | None:
