@@ -2,8 +2,8 @@
 Java NameServer in one run.
 
 A 5.3.3 master and slave with `enableSplitRegistration=true` and `splitRegistrationSize`
-(`--part`, default 800) re-register a table of `--topics` topics (default 6,013, the real
-broker's of issue 34) as BrokerController.registerBrokerAll sends it: the table in parts of
+(`--part`, default 800) re-register a table of `--topics` topics (default 6,013, as a real
+5.3.3 broker tried side by side with Java had) as BrokerController.registerBrokerAll sends it: the table in parts of
 `--part` topics, the static topic's mapping with the last part, each part a REGISTER_BROKER
 of its own in the plain JSON form (bench/broker_requests.py `json5`), the dataVersion moved
 at every part (TopicConfigManager.buildSerializeWrapper) and the mappingDataVersion's

@@ -68,6 +68,15 @@ local function int(x)
   return string.format('%.0f', x)
 end
 
+-- Whether digit string `a` is a larger number than `b` (no leading zeros): exact for every
+-- long, where a double is not past 2^53.
+local function digits_above(a, b)
+  if #a ~= #b then
+    return #a > #b
+  end
+  return a > b
+end
+
 -- The change one call makes that a reader could see, accumulated in one object the
 -- publishing wrapper creates (service/store.py: the script body gets it as `change` and
 -- finish publishes it), so every writing helper below takes it as its first argument
@@ -582,7 +591,8 @@ local function remove_address(change, addr, cause)
   local member = redis.call('HMGET', K.member(addr), 'brokerName', 'cluster', 'brokerId')
   local name = member[1]
   forget_address(change, addr, name or nil)
-  if name and detach(change, name, addr) then
+  -- `cause` nil: a removal that is no departure (register.lua's stateVersion rule)
+  if name and detach(change, name, addr) and cause then
     record_departure(addr, name, member[2] or '', member[3], cause, now_ms())
   end
 end

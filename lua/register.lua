@@ -24,8 +24,13 @@
 -- ARGV[17] the generation of the staging (register_stage.lua) the caller wrote of ARGV[10]
 --          ('' none): when this registration publishes that staging untouched, the table
 --          is in place as sent and is not compared again
--- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, notices}: notices
---   the JSON of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE notices ('' for none).
+-- ARGV[18] how many topic configs the registration's body holds (apache/rocketmq#4522's rule)
+-- ARGV[19] its dataVersion's stateVersion, digits ('0' before 5.0)
+-- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, status, notices}:
+--   status 'ok', or one of RocketMQ 5.3's refusals, which apply nothing else: 'conflict'
+--   (another address holds the id with a higher stateVersion: this address leaves the
+--   tables) or 'refused' (one topic from an id the group does not have); notices the JSON
+--   of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE notices ('' for none).
 local cluster = ARGV[1]
 local addr = ARGV[2]
 local name = ARGV[3]
@@ -42,6 +47,27 @@ local acting = ARGV[14] or ''
 local zone = ARGV[15] or ''
 local mappings = cjson.decode(ARGV[16] or '[]')
 local own_staging = ARGV[17] or ''
+local topic_count = tonumber(ARGV[18] or '')
+local state_version = ARGV[19] or '0'
+
+-- RocketMQ 5.3's two refusals (RouteInfoManager.registerBroker), before anything is written.
+local held = redis.call('HGET', K.addrs(name), id)
+if held and held ~= addr then
+  -- another address holds the id and is alive with a higher stateVersion (a controller made
+  -- it master since this one last registered): this registration is ignored, and its
+  -- address leaves the live table (here every table: no row of it may outlive its live one)
+  local row = redis.call('HMGET', K.live(held), 'cluster', 'dataVersion')
+  if row[1] == cluster and digits_above(string.match(row[2] or '', '"stateVersion":(%d+)') or '0', state_version) then
+    remove_address(change, addr, nil)  -- not a departure of the three kinds recorded
+    local _, _, _, kv = registration_answer(name, '0')  -- RocketMQ answers its empty result
+    return {CHANGE, change.visible and 1 or 0, 0, '', '', kv, 'conflict', notices_json(change)}
+  end
+elseif not held and acting ~= '' and topic_count == 1 then
+  -- apache/rocketmq#4522: a 5.x broker's registration of one topic (registerSingleTopicAll,
+  -- a topic created before its full registration reached this NameServer) from an id the
+  -- group lacks
+  return {CHANGE, 0, 0, '', '', {}, 'refused', ''}
+end
 
 -- A staged first registration (register_stage.lua) is published by this one: its pairs
 -- and topics are in place, readers and caches see them from now on.
@@ -276,4 +302,4 @@ end
 
 -- 7. the answer
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
-return {CHANGE, change.visible and 1 or 0, master_found, master_addr, master_ha, kv, notices_json(change)}
+return {CHANGE, change.visible and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', notices_json(change)}

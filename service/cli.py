@@ -63,7 +63,9 @@ def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if not secret:
             parser.error("--access-key needs the secret key in RMQ_COMPARE_SECRET_KEY")
         credentials = Credentials(args.access_key, secret)
-    return run(args.a, args.b, args.in_flight, args.timeout, credentials, args.most)
+    if args.zone is not None and not args.zone.strip():
+        parser.error("--zone must name a zone (the brokers' -Drocketmq.zone), not be blank")
+    return run(args.a, args.b, args.in_flight, args.timeout, credentials, args.most, args.zone)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("--in-flight", type=int, default=64, help="requests in flight per NameServer (default 64)")
     compare.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for one answer (default 10)")
     compare.add_argument("--most", type=int, default=None, help="print at most this many differences")
+    compare.add_argument("--zone", help="also read every route as a client in this zone's zone mode reads it "
+                                        "(-Drocketmq.zone.mode=true -Drocketmq.zone=ZONE) and compare those too")
     compare.add_argument("--access-key", help="sign requests (ACL) with this access key; the secret key comes from "
                                               "RMQ_COMPARE_SECRET_KEY")
     sub.add_parser("analytics", help="run a PySpark analytics job: rmq-registry analytics --help")

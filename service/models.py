@@ -90,9 +90,16 @@ class _Doc(BaseModel):
 class DataVersion(_Doc):
     timestamp: Long
     counter: Long
+    # RocketMQ 5's: the controller's master epoch, moved by a fail-over (0 before 5.0)
+    stateVersion: Long = 0
 
     def canonical(self) -> str:
-        """The form stored and compared inside Redis: one string per version."""
+        """The form stored and compared inside Redis: one string per version, equal when
+        RocketMQ 5's DataVersion.equals says so (stateVersion included). A stateVersion of 0
+        is left out: the form every version had before stateVersion counted, so the versions
+        stored by then still compare equal."""
+        if self.stateVersion:
+            return f'{{"timestamp":{self.timestamp},"counter":{self.counter},"stateVersion":{self.stateVersion}}}'
         return f'{{"timestamp":{self.timestamp},"counter":{self.counter}}}'
 
 

@@ -16,11 +16,15 @@ from service.models import (
     UnregisterRequest,
 )
 from service import registration
-from service.scripts import Answer, Removed, Scripts, text
+from service.scripts import Answer, Registered, Removed, Scripts, text
 from service.shared_reads import SharedReads
 from service.store import Store
 
 log = logging.getLogger(__name__)
+
+# register.lua's statuses of RocketMQ 5.3's refusals ('conflict': the stateVersion rule,
+# 'refused': the single-topic rule): nothing else was applied
+RULES_5_3 = ("conflict", "refused")
 
 # topics a skipped-topics warning names; the count says how many more there were
 SKIPPED_NAMED = 5
@@ -45,6 +49,40 @@ def _broker_data(row: tuple[str, str, dict[str, str], bool, str | None]) -> dict
 
 def _answer(answer: Answer) -> dict[str, Any]:
     return {"masterAddr": answer.master_addr, "haServerAddr": answer.master_ha, "kvTable": answer.kv}
+
+
+def same_zone(a: str | None, b: str) -> bool:
+    """Java's String.equalsIgnoreCase, as ZoneRouteRPCHook compares zone names: character by
+    character, equal when equal upper- or lower-cased (no ß to SS)."""
+    return a is not None and len(a) == len(b) and all(
+        x == y or x.upper() == y.upper() or x.lower() == y.lower() for x, y in zip(a, b))
+
+
+def in_zone(route: dict[str, Any], zone: str) -> dict[str, Any]:
+    """A TopicRouteData document as RocketMQ 5's ZoneRouteRPCHook answers a client in zone
+    mode: only the groups registered with `zone` (any case) and the groups without a master
+    (no brokerId 0: "master down, consume from slave"), with their QueueData and filter
+    servers. No group left is an answer too (no broker), not TOPIC_NOT_EXIST."""
+    kept, left_out, gone = [], set(), set()
+    for data in route.get("brokerDatas") or []:
+        addrs = data.get("brokerAddrs") or {}
+        if "0" not in addrs or same_zone(data.get("zoneName"), zone):
+            kept.append(data)
+        else:
+            left_out.add(data["brokerName"])
+            gone.update(addrs.values())
+    if not left_out:
+        return route
+    filters = route.get("filterServerTable") or {}
+    return {**route, "brokerDatas": kept,
+            "queueDatas": [q for q in route.get("queueDatas") or [] if q["brokerName"] not in left_out],
+            "filterServerTable": {addr: servers for addr, servers in filters.items() if addr not in gone}}
+
+
+class RegistrationRefused(Exception):
+    """A registration RocketMQ 5.3 refuses (apache/rocketmq#4522): one topic config from a
+    brokerId its group does not have yet, as a 5.x broker sends a topic created before its
+    full registration reached this NameServer. Nothing was changed."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +162,9 @@ class Registry:
             ha_addr=req.haServerAddr or "", timeout_ms=timeout, data_version=wrapper.dataVersion.canonical(),
             keep_filters=req.filterServerList is None, delete_absent=delete_absent,
             filters=orjson.dumps(req.filterServerList or []), channel=channel, digest=digest, acting=acting,
-            zone=req.zoneName or "", mappings=registration.mapping_args(mappings))
+            zone=req.zoneName or "", mappings=registration.mapping_args(mappings),
+            topic_count=len(wrapper.topicConfigTable if wrapper.fingerprints is None else wrapper.fingerprints)
+            + len(wrapper.skipped), state_version=wrapper.dataVersion.stateVersion)
         name, master = req.brokerName, req.brokerId == 0
         # a 4.x slave's topics are never stored; a 5.x slave's are when it is its group's
         # prime slave (the script decides: it sees the group's members)
@@ -138,6 +178,21 @@ class Registry:
         flat = await registration.off_loop(len(fps), lambda: orjson.dumps(registration.flat(fps)))
         result = await self.scripts.register(**common, topics=flat, staging=staging)
         self._applied("register", result.change, result.notices)
+        if result.status in RULES_5_3:
+            return self._declined(req, result)
+        return _answer(result.answer)
+
+    @staticmethod
+    def _declined(req: RegisterRequest, result: Registered) -> dict[str, Any]:
+        """The answer to a registration one of RocketMQ 5.3's rules turned down."""
+        state = req.topicConfigSerializeWrapper.dataVersion.stateVersion
+        if result.status == "refused":
+            raise RegistrationRefused(f"one topic from brokerId {req.brokerId}, which group {req.brokerName!r} does not "
+                                      "have yet: a broker registers its whole topic table first "
+                                      "(RocketMQ 5.3, apache/rocketmq#4522)")
+        log.warning("registration of %r (%s, brokerId %d, stateVersion %d) ignored and the address removed: another "
+                    "address holds brokerId %d, alive with a higher stateVersion (RocketMQ 5.3: a controller made it "
+                    "master since)", req.brokerName, req.brokerAddr, req.brokerId, state, req.brokerId)
         return _answer(result.answer)
 
     async def _stage(self, name: str, fps: dict[str, str]) -> str:

@@ -47,6 +47,10 @@ class Registered(NamedTuple):
     change: Any
     changed: bool  # a visible change
     answer: Answer
+    # 'ok', or RocketMQ 5.3's refusals: 'conflict' (another address holds the id with a
+    # higher stateVersion: this one was removed) and 'refused' (one topic from an id the
+    # group lacks: nothing applied)
+    status: str
     notices: list[dict[str, Any]]
 
 
@@ -94,14 +98,16 @@ class Scripts:
     async def register(self, *, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str, timeout_ms: int,
                        data_version: str, keep_filters: bool, delete_absent: bool, topics: bytes, filters: bytes,
                        channel: str, digest: str, acting: str, zone: str, mappings: bytes,
-                       staging: str = "") -> Registered:
+                       topic_count: int, state_version: int, staging: str = "") -> Registered:
         """lua/register.lua. `topics`: the JSON [topic, fingerprint, ...] of the body's
-        table; `acting` '1'/'0'/'' (no header: a broker before 5.0); `staging`: the
+        table; `acting` '1'/'0'/'' (no header: a broker before 5.0); `topic_count`: the
+        topic configs the body holds; `state_version`: its dataVersion's; `staging`: the
         generation of the staging the caller wrote of `topics` ('' none)."""
         r = await self.store.run("register", [
             cluster, addr, name, broker_id, ha_addr, timeout_ms, data_version, "keep" if keep_filters else "set",
-            "1" if delete_absent else "0", topics, filters, channel, digest, acting, zone, mappings, staging])
-        return Registered(r[0], bool(int(r[1])), _answer(*r[2:6]), _notices(r[6]))
+            "1" if delete_absent else "0", topics, filters, channel, digest, acting, zone, mappings, staging,
+            topic_count, state_version])
+        return Registered(r[0], bool(int(r[1])), _answer(*r[2:6]), text(r[6]), _notices(r[7]))
 
     async def register_stage(self, name: str, generation: str, topics: bytes) -> Staged:
         """lua/register_stage.lua: one slice of a new group's first registration."""

@@ -244,6 +244,7 @@ async def test_a_staging_another_change_touched_is_compared_in_full_when_publish
                                ha_addr="", timeout_ms=120_000, data_version=req.topicConfigSerializeWrapper.dataVersion
                                .canonical(), keep_filters=True, delete_absent=False,
                                topics=orjson.dumps([x for t, fp in fps.items() for x in (t, fp)]), filters=b"[]",
-                               channel="", digest="", acting="", zone="", mappings=b"[]", staging=generation)
+                               channel="", digest="", acting="", zone="", mappings=b"[]", staging=generation,
+                               topic_count=300, state_version=0)
     assert r.hget("{rmq}:broker-topics:broker-a", "S0007") == "4,4,6,0"
     assert r.hget("{rmq}:queue:S0007:broker-a", "writeQueueNums") == "4"

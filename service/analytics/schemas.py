@@ -29,7 +29,7 @@ FIELDS: dict[str, list[tuple[str, str]]] = {
         ("haServerAddr", "string"),
         ("lastUpdateTimestamp", "long"),  # ms, Redis time
         ("heartbeatTimeoutMillis", "long"),
-        ("dataVersion", "string"),  # JSON {"timestamp": .., "counter": ..}
+        ("dataVersion", "string"),  # JSON {"timestamp": .., "counter": .., "stateVersion": .. (when not 0)}
     ],
     # {rmq}:member:<addr>, no TTL: one per registered address
     "member": [

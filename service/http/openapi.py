@@ -53,7 +53,9 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "QueueData": {"type": "object", "properties": {
         "brokerName": _STR, "readQueueNums": _INT, "writeQueueNums": _INT, "perm": _INT, "topicSysFlag": _INT}},
     "BrokerData": {"type": "object", "properties": {
-        "cluster": _STR, "brokerName": _STR, "brokerAddrs": _ADDR_MAP}},
+        "cluster": _STR, "brokerName": _STR, "brokerAddrs": _ADDR_MAP,
+        # a 5.x broker's, only when set
+        "enableActingMaster": {"type": "boolean"}, "zoneName": _STR}},
     "TopicRouteData": {"type": "object", "properties": {
         "orderTopicConf": {"type": ["string", "null"]},
         "queueDatas": {"type": "array", "items": {"$ref": REF.format(model="QueueData")}},
@@ -104,7 +106,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
 
 # (method, path) -> (summary, request model, success schema, error statuses)
 OPERATIONS: dict[tuple[str, str], tuple[str, type[BaseModel] | None, str, tuple[int, ...]]] = {
-    ("POST", "/v1/brokers/register"): ("Register a broker (full registration)", RegisterRequest, "RegisterResult", (400, 413, 503)),
+    ("POST", "/v1/brokers/register"): ("Register a broker (full registration)", RegisterRequest, "RegisterResult", (400, 409, 413, 503)),
     ("POST", "/v1/brokers/heartbeat"): ("Keep a registered broker alive", HeartbeatRequest, "Empty", (400, 404, 413, 503)),
     ("POST", "/v1/brokers/query-data-version"): ("Compare a broker's data version; refreshes liveness", QueryDataVersionRequest, "DataVersionResult", (400, 413, 503)),
     ("POST", "/v1/brokers/unregister"): ("Unregister a broker", UnregisterRequest, "Empty", (400, 413, 503)),
@@ -164,6 +166,11 @@ def _parameters(path: str) -> list[dict[str, Any]]:
              "schema": {"type": "string", "enum": ["0", "1", "true", "false"], "default": "1"},
              "description": "0: without RocketMQ's own topics (TopicValidator's, %RETRY%, %DLQ%, cluster and broker names)"},
         ]
+    if path == "/v1/routes/{topic}":
+        params.append({"name": "zone", "in": "query", "required": False, "schema": {**_NAME, "pattern": r"\S"},
+                       "description": "the route as a RocketMQ 5 client in zone mode gets it (ZoneRouteRPCHook): only "
+                                      "the broker groups registered with this zoneName (any case) and the groups "
+                                      "without a master, with their queueDatas and filter servers"})
     if path in _STALE_READS:
         params.append({"name": "stale", "in": "query", "required": False, "allowEmptyValue": True, "schema": _STR,
                        "description": "while Redis is unreachable, the last answer this worker knew (at most "

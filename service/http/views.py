@@ -18,6 +18,7 @@ from service.http.errors import ApiError, error_response, invalid, topic_not_exi
 from service.http.observe import Handler
 from service.models import (
     M,
+    NAME_MAX,
     TOPIC_MAX,
     HeartbeatRequest,
     KvPutRequest,
@@ -30,7 +31,7 @@ from service.models import (
     validated,
 )
 from service.registration import body_digest, body_weight, off_loop
-from service.registry import Registry
+from service.registry import RegistrationRefused, Registry, in_zone
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -111,7 +112,10 @@ async def register_broker(request: web.Request) -> web.Response:
         return json_response(answer)
     # big bodies are read and checked in a thread, so the loop answers reads meanwhile
     req = await off_loop(body_weight(len(body)), register_request, request, body)
-    answer = await registry(request).register(req, digest=digest)
+    try:
+        answer = await registry(request).register(req, digest=digest)
+    except RegistrationRefused as e:
+        raise ApiError(409, "REGISTRATION_REFUSED", f"register broker failed: {e}") from None
     return json_response(answer | Registry.skipped_answer(req))  # which topics have no route, if any
 
 
@@ -221,8 +225,10 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
         return make_answer(route.version, 200, route.body, route.groups)
 
     watch = request.query.get("watch") if request.query_string else None
+    zone = zone_param(request) if request.query_string else None
     if watch is None:
-        return stale_response(request, *await cache.read_route("http", topic, fetch, stale_max_ms(request)))
+        answer, age_ms = await cache.read_route("http", topic, fetch, stale_max_ms(request))
+        return stale_response(request, in_zone_answer(answer, zone), age_ms)
     # long poll: answer as soon as the route differs from the one the client has
     watched = '"' + watch.strip().strip('"') + '"'
     timeout = parse_duration(request.query.get("timeout", "30s"), node(request).settings.watch_max_ms)
@@ -234,9 +240,28 @@ async def read_route(request: web.Request, cache: ReadCache) -> web.Response:
                               headers={"Retry-After": "1"})
     watches.waiting += 1
     try:
-        return await long_poll(request, cache, topic, fetch, watched, timeout)
+        return await long_poll(request, cache, topic, fetch, watched, timeout, zone)
     finally:
         watches.waiting -= 1
+
+
+def zone_param(request: web.Request) -> str | None:
+    """?zone=<name>: the route as a RocketMQ 5 client in zone mode gets it (its
+    -Drocketmq.zone.mode and -Drocketmq.zone), docs/api.md; None without it."""
+    zone = request.query.get("zone")
+    if zone is not None and (not zone.strip() or len(zone) > NAME_MAX):
+        raise invalid(f"zone must be {name_rule()} and not blank")
+    return zone
+
+
+def in_zone_answer(answer: Answer, zone: str | None) -> Answer:
+    """A route answer as `zone`'s clients get it (service/registry.py in_zone): the cached
+    answer itself when the zone leaves every group in."""
+    if zone is None or answer.status != 200:
+        return answer
+    route = orjson.loads(answer.body)
+    kept = in_zone(route, zone)
+    return answer if kept is route else make_answer(answer.version, 200, orjson.dumps(kept), answer.groups)
 
 
 # How often a waiting watch looks whether its client is still there.
@@ -244,17 +269,19 @@ HANGUP_CHECK_S = 2.0
 
 
 async def long_poll(request: web.Request, cache: ReadCache, topic: str, fetch: Callable[[], Awaitable[Answer]],
-                    watched: str, timeout: float) -> web.Response:
-    """Answers as soon as the route of `topic` differs from `watched`, or 304 at the timeout."""
+                    watched: str, timeout: float, zone: str | None) -> web.Response:
+    """Answers as soon as the route of `topic` (in `zone`, when given) differs from
+    `watched`, or 304 at the timeout."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        answer = await cache.route("http", topic, fetch)
+        held = await cache.route("http", topic, fetch)
+        answer = in_zone_answer(held, zone)
         remaining = deadline - asyncio.get_running_loop().time()
         if answer.etag != watched or remaining <= 0 or node(request).stopping:
             break
         # woken only by a change to this topic or a group its answer names: a waiting
         # watch costs no Redis work, and other topics' changes do not wake it
-        watcher = cache.watch(topic, answer)
+        watcher = cache.watch(topic, held)
         try:
             woken = await wait(watcher.event, min(remaining, HANGUP_CHECK_S))
         finally:

@@ -11,6 +11,7 @@ import orjson
 
 from service.models import DataVersion, HeartbeatRequest, QueryDataVersionRequest, RegisterRequest, UnregisterRequest
 from service.registration import body_digest
+from service.registry import RegistrationRefused
 from service.remoting import bodies, codes
 from service.remoting.codec import Command
 from service.remoting.requests import (
@@ -31,6 +32,9 @@ from service.remoting.requests import (
 log = logging.getLogger(__name__)
 
 ZONE_NAME = "__ZONE_NAME"  # MixAll.ZONE_NAME: the broker's zone, among its extFields
+
+# DefaultRequestProcessor's remark when RouteInfoManager.registerBroker refuses (apache/rocketmq#4522)
+REGISTER_FAILED = "register broker failed"
 
 EMPTY_WRAPPER = {"dataVersion": {"timestamp": 0, "counter": 0}, "topicConfigTable": {}}
 
@@ -87,7 +91,8 @@ async def register_broker(ctx: HandlerContext, cmd: Command) -> Command:
         f = cmd.ext_fields
         log.warning("registration refused: broker %s (name %s, id %s, cluster %s) from %s: %s",
                     f.get("brokerAddr", "?"), f.get("brokerName", "?"), f.get("brokerId", "?"),
-                    f.get("clusterName", "?"), channel.peer if channel and channel.peer else "?", e.remark)
+                    f.get("clusterName", "?"), channel.peer if channel and channel.peer else "?",
+                    e.remark if e.__cause__ is None else f"{e.remark}: {e.__cause__}")
         raise
 
 
@@ -108,7 +113,11 @@ async def _register_broker(ctx: HandlerContext, cmd: Command) -> Command:
         raise RemotingError(codes.SYSTEM_ERROR, "crc32 not match")
     # the whole body, decoded off the event loop when it is big (requests.decoded)
     req = await decoded(ctx, cmd, lambda: register_request(ctx, cmd, data))
-    return registration_answer(cmd, await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest))
+    try:
+        answer = await ctx.registry.register(req, channel_id(req.brokerAddr), digest=digest)
+    except RegistrationRefused as e:
+        raise RemotingError(codes.SYSTEM_ERROR, REGISTER_FAILED) from e
+    return registration_answer(cmd, answer)
 
 
 def register_request(ctx: HandlerContext, cmd: Command, data: dict[str, Any]) -> RegisterRequest:

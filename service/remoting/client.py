@@ -123,7 +123,9 @@ class NameServerClient:
     async def topics(self) -> list[str]:
         return list((await self.document(codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).get("topicList") or [])
 
-    async def route(self, topic: str) -> dict[str, Any] | None:
-        """The topic's route; None for TOPIC_NOT_EXIST."""
-        return await self.document(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, f"route of {topic!r}",
+    async def route(self, topic: str, zone: str | None = None) -> dict[str, Any] | None:
+        """The topic's route, in `zone`'s zone mode when given (as a client started with
+        -Drocketmq.zone.mode=true -Drocketmq.zone=<zone> asks); None for TOPIC_NOT_EXIST."""
+        ext = {"topic": topic} if zone is None else {"topic": topic, "__ZONE_MODE": "true", "__ZONE_NAME": zone}
+        return await self.document(codes.GET_ROUTEINFO_BY_TOPIC, ext, f"route of {topic!r}",
                                    absent=codes.TOPIC_NOT_EXIST)

@@ -7,7 +7,9 @@ reports each difference on one line: a cluster's groups, a group's addresses, ac
 master flag or zone, a topic missing on one side, a topic's queues and permissions per
 group, its static topic mappings, its order config, its filter servers. Routes are read
 twice when they differ (a broker may have re-registered between the two reads): only
-what differs both times is reported.
+what differs both times is reported. With a zone (``--zone``), every route is also read
+as a client in that zone's zone mode asks it (RocketMQ 5's ZoneRouteRPCHook) and compared
+the same way, its lines naming the zone.
 """
 
 from __future__ import annotations
@@ -125,11 +127,12 @@ def route_differences(topic: str, a: dict[str, Any] | None, b: dict[str, Any] | 
     return out
 
 
-async def _routes(client: NameServerClient, topics: list[str], progress: Callable[[int], None]) -> dict[str, Any]:
+async def _routes(client: NameServerClient, topics: list[str], progress: Callable[[int], None],
+                  zone: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     async def one(topic: str) -> None:
-        out[topic] = await client.route(topic)
+        out[topic] = await client.route(topic, zone)
         progress(1)
 
     await asyncio.gather(*(one(t) for t in topics))
@@ -152,9 +155,27 @@ class Progress:
                   flush=True)
 
 
+async def _compare_routes(report: Report, ca: NameServerClient, cb: NameServerClient, topics: list[str],
+                          progress: Progress, zone: str | None) -> None:
+    """The differences of every topic's route (in `zone`'s zone mode when given)."""
+    a, b = report.a, report.b
+    routes_a, routes_b = await asyncio.gather(_routes(ca, topics, progress, zone), _routes(cb, topics, progress, zone))
+    differing = [t for t in topics if route_differences(t, routes_a[t], routes_b[t], a, b)]
+    # read again: a broker's registration between the two reads is no difference
+    again_a, again_b = await asyncio.gather(_routes(ca, differing, _quiet, zone), _routes(cb, differing, _quiet, zone))
+    for topic in differing:
+        name = topic if zone is None else f"{topic} (zone {zone})"
+        first = set(route_differences(name, routes_a[topic], routes_b[topic], a, b))
+        for line in route_differences(name, again_a[topic], again_b[topic], a, b):
+            if line in first:
+                report.differ(line)
+
+
 async def compare(a: str, b: str, in_flight: int = 64, timeout_s: float = 10.0,
-                  credentials: Credentials | None = None, progress_out: Any = sys.stderr) -> Report:
-    """The differences between NameServers `a` and `b` (host:port each)."""
+                  credentials: Credentials | None = None, progress_out: Any = sys.stderr,
+                  zone: str | None = None) -> Report:
+    """The differences between NameServers `a` and `b` (host:port each); with `zone`, of
+    the routes in that zone's zone mode too."""
     report = Report(a, b)
     async with NameServerClient(a, in_flight, timeout_s, credentials) as ca, \
             NameServerClient(b, in_flight, timeout_s, credentials) as cb:
@@ -167,16 +188,10 @@ async def compare(a: str, b: str, in_flight: int = 64, timeout_s: float = 10.0,
             report.differ(f"topic {topic}: listed only on {b}")
         topics = sorted(set(topics_a) | set(topics_b))
         report.topics = len(topics)
-        progress = Progress(2 * len(topics), progress_out)
-        routes_a, routes_b = await asyncio.gather(_routes(ca, topics, progress), _routes(cb, topics, progress))
-        differing = [t for t in topics if route_differences(t, routes_a[t], routes_b[t], a, b)]
-        # read again: a broker's registration between the two reads is no difference
-        again_a, again_b = await asyncio.gather(_routes(ca, differing, _quiet), _routes(cb, differing, _quiet))
-        for topic in differing:
-            first = set(route_differences(topic, routes_a[topic], routes_b[topic], a, b))
-            for line in route_differences(topic, again_a[topic], again_b[topic], a, b):
-                if line in first:
-                    report.differ(line)
+        zones = [None] if zone is None else [None, zone]
+        progress = Progress(2 * len(topics) * len(zones), progress_out)
+        for asked in zones:
+            await _compare_routes(report, ca, cb, topics, progress, asked)
     return report
 
 
@@ -194,11 +209,12 @@ def print_report(report: Report, out: Any = sys.stdout, most: int | None = None)
     print(f"{report.a} and {report.b}: {report.topics:,} topics compared, {verdict}", file=out)
 
 
-def run(a: str, b: str, in_flight: int, timeout_s: float, credentials: Credentials | None, most: int | None) -> int:
+def run(a: str, b: str, in_flight: int, timeout_s: float, credentials: Credentials | None, most: int | None,
+        zone: str | None = None) -> int:
     """The command: 0 when both answer the same, 1 when anything differs, 2 when either
     cannot be read."""
     try:
-        report = asyncio.run(compare(a, b, in_flight, timeout_s, credentials))
+        report = asyncio.run(compare(a, b, in_flight, timeout_s, credentials, zone=zone))
     except (ClientError, ValueError) as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2

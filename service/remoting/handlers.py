@@ -13,8 +13,15 @@ from pydantic import ValidationError
 
 from service.cache import CLUSTER, Answer, make_answer
 from service.models import TOPIC_MAX, TOPIC_CONFIG, describe, kv_value_error, name_rule, queue_count_error, valid_name
+from service.registry import in_zone
 from service.remoting import acl, bodies, codes
-from service.remoting.broker_handlers import broker_heartbeat, query_data_version, register_broker, unregister_broker
+from service.remoting.broker_handlers import (
+    ZONE_NAME,
+    broker_heartbeat,
+    query_data_version,
+    register_broker,
+    unregister_broker,
+)
 from service.remoting.codec import Command
 from service.remoting.namesrv_config import properties as namesrv_config_values
 from service.remoting.requests import (
@@ -42,19 +49,35 @@ def stale_max_ms(ctx: HandlerContext) -> int | None:
     return ctx.settings.stale_max_ms if ctx.settings.remoting_stale_reads else None
 
 
-# RocketMQ appends FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL) to this remark; clients log it.
-FAQ_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+# RocketMQ appends FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL) to this remark (5.3.3's URL; 4.x had
+# http://rocketmq.apache.org/docs/faq/); clients log it.
+FAQ_HINT = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
 def topic_not_exist(cmd: Command, topic: str) -> Command:
     return fail(cmd, codes.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}{FAQ_HINT}")
 
 
+ZONE_MODE = "__ZONE_MODE"  # MixAll.ZONE_MODE: a client's -Drocketmq.zone.mode (DynamicalExtFieldRPCHook)
+
+
+def zone_asked(ext: dict[str, str]) -> str | None:
+    """The zone a route request asks its answer filtered by, as ZoneRouteRPCHook reads it:
+    __ZONE_MODE true (any case: Boolean.parseBoolean) and a __ZONE_NAME that is not blank;
+    None for the whole route."""
+    if ext.get(ZONE_MODE, "").lower() != "true":
+        return None
+    zone = ext.get(ZONE_NAME, "")
+    return zone if zone.strip() else None
+
+
 async def get_route(ctx: HandlerContext, cmd: Command) -> Command:
     topic = need(cmd, "topic")
     if not valid_name(topic, TOPIC_MAX):
         return topic_not_exist(cmd, topic)  # no route can exist under such a name
-    standard = cmd.version >= codes.V4_9_4 or bool_field(cmd, "acceptStandardJsonOnly")
+    zone = zone_asked(cmd.ext_fields)
+    # zone mode: filtered from the standard answer (cached as any other)
+    standard = zone is not None or cmd.version >= codes.V4_9_4 or bool_field(cmd, "acceptStandardJsonOnly")
     reg = ctx.registry
 
     async def fetch() -> Answer:
@@ -66,6 +89,10 @@ async def get_route(ctx: HandlerContext, cmd: Command) -> Command:
     answer, _ = await ctx.cache.read_route("tcp-std" if standard else "tcp", topic, fetch, stale_max_ms(ctx))
     if answer.status != 200:
         return topic_not_exist(cmd, topic)
+    if zone is not None:
+        # ZoneRouteRPCHook decodes the answer, filters it and encodes it again with
+        # fastjson's defaults: bare brokerAddrs keys, whatever the client's version
+        return ok(cmd, body=bodies.route(in_zone(orjson.loads(answer.body), zone), standard=False))
     return ok(cmd, body=answer.body)
 
 

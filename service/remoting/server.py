@@ -40,7 +40,7 @@ from collections import Counter
 from service.remoting import codec, codes, proxy
 from service.remoting.byte_budget import ByteBudget
 from service.remoting.connection import Connection
-from service.remoting.handlers import dispatch
+from service.remoting.handlers import dispatch, zone_asked
 from service.remoting.requests import CHANNEL, SMALL_BODY, Channel, HandlerContext
 from service.remoting.route_reads import RouteReads
 
@@ -285,8 +285,8 @@ class RemotingServer:
         if not self.open_reads:
             return None
         topic = cmd.ext_fields.get("topic")
-        if topic is None:
-            return None
+        if topic is None or zone_asked(cmd.ext_fields) is not None:
+            return None  # a zone-mode read is answered filtered (handlers.get_route)
         standard = cmd.version >= codes.V4_9_4 or cmd.ext_fields.get("acceptStandardJsonOnly", "").strip().lower() == "true"
         answer = self.ctx.cache.lookup_route("tcp-std" if standard else "tcp", topic)
         if answer is None or answer.status != 200:

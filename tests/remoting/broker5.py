@@ -48,9 +48,11 @@ def fastjson_bytes(doc: Any) -> bytes:
 
 
 def plain_body(topics: dict[str, dict[str, Any]], mappings: dict[str, dict[str, Any]] | None = None,
-               counter: int = 1, mapping_timestamp: int = 1700000000000, filters: list[str] | None = None) -> bytes:
+               counter: int = 1, mapping_timestamp: int = 1700000000000, filters: list[str] | None = None,
+               state_version: int = 0) -> bytes:
     # the table keeps the broker's order; everything else is sorted by name as fastjson does
-    wrapper_head = fastjson_bytes({"dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1700000000000},
+    wrapper_head = fastjson_bytes({"dataVersion": {"counter": counter, "stateVersion": state_version,
+                                                   "timestamp": 1700000000000},
                                    "mappingDataVersion": {"counter": 1, "stateVersion": 0,
                                                           "timestamp": mapping_timestamp}})
     table = b",".join(orjson.dumps(name) + b":" + fastjson_bytes(config) for name, config in topics.items())

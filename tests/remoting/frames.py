@@ -15,8 +15,12 @@ from tests.remoting.client import request
 
 
 def register(reg: dict[str, Any] | None = None, *, compressed: bool = False, crc: bool = True,
-             version: int = 479, serialize: int = codec.JSON, oneway: bool = False) -> Command:
-    """REGISTER_BROKER as BrokerOuterAPI.registerBrokerAll builds it, from a tests.builders document."""
+             version: int = 479, serialize: int = codec.JSON, oneway: bool = False,
+             acting: bool | None = None) -> Command:
+    """REGISTER_BROKER as BrokerOuterAPI.registerBrokerAll builds it, from a tests.builders document.
+    `acting`: the header's enableActingMaster, which marks a 5.x broker; None leaves it
+    out, so a document of one topic (the builders' default) is no single-topic 5.x
+    registration, which RocketMQ 5.3 refuses from an id its group lacks (apache/rocketmq#4522)."""
     reg = reg or registration()
     doc = {"topicConfigSerializeWrapper": reg["topicConfigSerializeWrapper"],
            "filterServerList": reg.get("filterServerList") or []}
@@ -27,8 +31,9 @@ def register(reg: dict[str, Any] | None = None, *, compressed: bool = False, crc
         "haServerAddr": reg.get("haServerAddr") or "", "brokerId": str(reg["brokerId"]),
         "compressed": "true" if compressed else "false",
         "bodyCrc32": str(bodies.crc32(body) if crc else 0),
-        "enableActingMaster": "false",
     }
+    if acting is not None:
+        ext["enableActingMaster"] = "true" if acting else "false"
     if reg.get("heartbeatTimeoutMillis") is not None:
         ext["heartbeatTimeoutMillis"] = str(reg["heartbeatTimeoutMillis"])
     return request(codes.REGISTER_BROKER, ext, body, version=version, serialize=serialize, oneway=oneway)

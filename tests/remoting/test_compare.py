@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import sys
+from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -21,6 +23,7 @@ MASTER, SLAVE = "10.0.0.1:10911", "10.0.0.2:10911"
 ST1 = broker5.mapping_info("ST1", "broker-a", 4)
 
 
+ROOT = Path(__file__).resolve().parents[2]
 OPEN: list[RemotingClient] = []
 
 
@@ -111,6 +114,22 @@ async def test_a_missing_static_topic_mapping_is_found(pair: tuple[Worker, Worke
     assert len(found) == 1 and found[0].startswith("topic ST1: mappings {broker-a: ")
 
 
+def zoned(zone_b: str) -> list[Any]:
+    """broker-a in zone-a, and broker-b in `zone_b`."""
+    body = broker5.plain_body(TABLE)
+    return [broker5.register(body, addr=MASTER, zone="zone-a"),
+            broker5.register(body, name="broker-b", addr="10.0.1.1:10911", zone=zone_b)]
+
+
+async def test_a_route_that_differs_in_zone_mode_is_found_with_a_zone(pair: tuple[Worker, Worker]) -> None:
+    a, b = pair
+    for w, zone_b in ((a, "zone-b"), (b, "zone-a")):
+        await registered(w, *zoned(zone_b))
+    report = await compare(addr(a), addr(b), progress_out=io.StringIO(), zone="zone-a")
+    assert f"topic T1 (zone zone-a): queues on broker-b only on {addr(b)}" in report.differences
+    assert f"topic T1: broker-b zoneName zone-b on {addr(a)}, zone-a on {addr(b)}" in report.differences
+
+
 async def test_a_missing_group_is_found(pair: tuple[Worker, Worker]) -> None:
     a, b = pair
     await registered(a, master(TABLE))
@@ -146,6 +165,19 @@ async def test_the_command_exits_1_when_anything_differs(pair: tuple[Worker, Wor
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == code, err.decode()
     assert ("no differences" in out.decode()) is (not plant)
+
+
+async def test_the_command_with_a_zone_compares_the_routes_in_zone_mode(pair: tuple[Worker, Worker]) -> None:
+    a, b = pair
+    for w, zone_b in ((a, "zone-b"), (b, "zone-a")):
+        await registered(w, *zoned(zone_b))
+    # this checkout's command (python -m service from the repository root)
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "service", "compare", addr(a), addr(b),
+                                                "--zone", "zone-a", cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1, err.decode()
+    assert f"topic T1 (zone zone-a): queues on broker-b only on {addr(b)}" in out.decode().splitlines()
 
 
 async def test_the_command_exits_2_when_a_nameserver_cannot_be_reached(pair: tuple[Worker, Worker]) -> None:

@@ -51,13 +51,17 @@ def rocketmq_header(code: int, language: int, version: int, opaque: int, flag: i
     return out + struct.pack(">i", len(ext_bytes)) + ext_bytes
 
 
-# RegisterBrokerBody of a 5.3.3 broker with one topic, as fastjson writes it (fields sorted,
-# TopicQueueMappingInfo's currIdMap with an Integer key written unquoted)
+# RegisterBrokerBody of a 5.3.3 broker with TopicTest and one of the system topics every
+# broker's table holds (one topic alone, from a broker not registered yet, is what RocketMQ
+# 5.3 refuses: apache/rocketmq#4522), as fastjson writes it (fields sorted, TopicQueueMappingInfo's
+# currIdMap with an Integer key written unquoted)
 BROKER_BODY = (
     b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":2,"stateVersion":0,'
     b'"timestamp":1700000000123},"mappingDataVersion":{"counter":0,"stateVersion":0,"timestamp":1700000000000},'
     b'"topicConfigTable":{"TopicTest":{"attributes":{},"order":false,"perm":6,"readQueueNums":4,'
-    b'"topicFilterType":"SINGLE_TAG","topicName":"TopicTest","topicSysFlag":0,"writeQueueNums":4}},'
+    b'"topicFilterType":"SINGLE_TAG","topicName":"TopicTest","topicSysFlag":0,"writeQueueNums":4},'
+    b'"SELF_TEST_TOPIC":{"attributes":{},"order":false,"perm":6,"readQueueNums":1,'
+    b'"topicFilterType":"SINGLE_TAG","topicName":"SELF_TEST_TOPIC","topicSysFlag":0,"writeQueueNums":1}},'
     b'"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{"TopicTest":{"bname":"broker-a",'
     b'"currIdMap":{0:0},"dirty":false,"epoch":0,"scope":"__global__","topic":"TopicTest","totalQueues":4}}}}'
 )
@@ -111,8 +115,9 @@ async def test_broker_with_rocketmq_header_and_compressed_body(rmq: RemotingClie
     def part(b: bytes) -> bytes:
         return struct.pack(">i", len(b)) + b
 
-    raw = part(b'{"counter":5,"stateVersion":0,"timestamp":1700000000999}') + struct.pack(">i", 1)
+    raw = part(b'{"counter":5,"stateVersion":0,"timestamp":1700000000999}') + struct.pack(">i", 2)
     raw += part(b'TopicTest 8 8 6 SINGLE_TAG {"+message.type":"NORMAL"}')
+    raw += part(b'SELF_TEST_TOPIC 1 1 6 SINGLE_TAG {}')
     raw += part(b'[]') + struct.pack(">i", 0)  # no filter servers, no queue mappings
     body = zlib.compress(raw, 9)
     # BrokerOuterAPI.registerBrokerAll sets compressed=false in the header even for this body

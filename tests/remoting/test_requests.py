@@ -47,12 +47,12 @@ async def test_route_dialect_by_version(rmq: RemotingClient) -> None:
     assert fastjson.loads(old.body) == orjson.loads(new.body)
 
 
-async def test_route_not_found(rmq: RemotingClient) -> None:
+async def test_route_not_found_names_5_3_3s_faq(rmq: RemotingClient) -> None:
     for topic in ("Nope", "bad:name"):
         answer = await rmq.call(route(topic))
         assert answer.code == codes.TOPIC_NOT_EXIST
         assert answer.remark == (f"No topic route info in name server for the topic: {topic}"
-                                 "\nSee http://rocketmq.apache.org/docs/faq/ for further details.")
+                                 "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
         assert answer.body == b""
 
 

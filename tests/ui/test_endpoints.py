@@ -99,8 +99,9 @@ async def test_live_brokers_report_age_against_timeout_and_an_expired_live_row(
 async def test_live_brokers_say_whether_a_group_runs_with_acting_master_and_its_zone(
         aiohttp_client: Any, redis_url: str) -> None:
     client = await make(aiohttp_client, redis_url)
-    await register(client, {**registration(addr="10.0.0.1:10911", name="broker-a"), "enableActingMaster": True,
-                            "zoneName": "zone-b"})
+    # a 5.x broker's table holds more than one topic (one alone is refused from a new id: apache/rocketmq#4522)
+    await register(client, {**registration(addr="10.0.0.1:10911", name="broker-a", topics=["TopicTest", "broker-a"]),
+                            "enableActingMaster": True, "zoneName": "zone-b"})
     await register(client, registration(addr="10.0.1.1:10911", name="broker-b"))
     rows = {b["brokerName"]: b for b in (await (await client.get("/v1/brokers/live")).json())["brokers"]}
     assert (rows["broker-a"]["enableActingMaster"], rows["broker-a"]["zoneName"]) == (True, "zone-b")

@@ -104,7 +104,7 @@ async def test_unknown_topic(worker: Worker, js: JsSession) -> None:
     raw = await js.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nope"})
     assert raw["code"] == codes.TOPIC_NOT_EXIST
     assert raw["remark"] == ("No topic route info in name server for the topic: Nope"
-                             "\nSee http://rocketmq.apache.org/docs/faq/ for further details.")
+                             "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
     missing = await js_route_script(worker.port, "Nope")
     assert "missing" in missing, missing
 
