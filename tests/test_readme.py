@@ -22,7 +22,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -59,7 +59,7 @@ def as_run_here(script: str) -> tuple[str, dict[int, int]]:
 
 
 @pytest.fixture
-def walkthrough_worker(own_redis: RedisServer) -> Iterator[callable]:
+def walkthrough_worker(own_redis: RedisServer) -> Iterator[Callable[[int], None]]:
     procs = []
 
     def serve(port: int) -> None:
@@ -81,7 +81,8 @@ def test_every_shell_block_is_run_or_says_why_not() -> None:
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 @pytest.mark.parametrize("block", runnable(), ids=lambda b: b.heading)
-def test_readme_shell_block_runs_as_written(block: Block, walkthrough_worker, tmp_path: Path) -> None:
+def test_readme_shell_block_runs_as_written(block: Block, walkthrough_worker: Callable[[int], None],
+                                            tmp_path: Path) -> None:
     script, ports = as_run_here(block.text)
     if WALKTHROUGH_PORT in ports and not re.search(r"scripts/serve|rmq-registry serve", block.text):
         walkthrough_worker(ports[WALKTHROUGH_PORT])
