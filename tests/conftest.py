@@ -27,6 +27,7 @@ FULL_ONLY: dict[str, str] = {
     "test_bench_build_java.py": "bench",
     "test_dependency_range.py": "dependency_range",
     "test_alerts_live.py": "processes",
+    "test_api_examples.py": "processes",
     "test_entrypoints.py": "processes",
     "test_horizontal.py": "processes",
     "test_monitoring.py": "processes",

@@ -26,6 +26,16 @@ async def test_readyz_answers_ready_with_redis_up(client: TestClient) -> None:
     assert resp.status == 200 and await resp.json() == {"status": "ready", "writes": "ok"}
 
 
+async def test_readyz_without_redis_answers_the_workers_own_readiness(client: TestClient) -> None:
+    resp = await client.get("/readyz?exclude=redis")
+    assert resp.status == 200 and await resp.json() == {"status": "ready", "redis": "ok", "writes": "ok"}
+
+
+async def test_readyz_refuses_to_exclude_an_unknown_check(client: TestClient) -> None:
+    resp = await client.get("/readyz?exclude=disk")
+    assert resp.status == 400 and (await resp.json())["error"] == "INVALID_REQUEST"
+
+
 async def test_metrics_count_requests_by_route_and_status(client: TestClient) -> None:
     await client.get("/v1/routes/Nope")
     text = await (await client.get("/metrics")).text()

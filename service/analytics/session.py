@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 from .streams import jvm_stdout_on_stderr, under_spark_submit
 
@@ -33,6 +34,28 @@ def submitted_conf() -> Any:
     return SparkConf()
 
 
+def _asked_master(master: str | None, environ: Mapping[str, str]) -> str:
+    """The master a JVM started here gets: ours, else PYSPARK_SUBMIT_ARGS', else local."""
+    given = re.search(r"--master\s+(\S+)", environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    return master or (given.group(1).strip("'\"") if given else "local[*]")
+
+
+def loopback_unless_asked(master: str | None, environ: Mapping[str, str], under_submit: bool) -> bool:
+    """Whether a JVM about to start here should bind to loopback. Spark's UI binds to
+    SPARK_LOCAL_IP, or to every address when it is unset (and the driver to the host's
+    address); a local-master job has no executor elsewhere to reach it, so nothing of it
+    needs more than loopback unless someone set SPARK_LOCAL_IP. spark-submit's JVM has
+    started already, with its own environment: nothing to decide here."""
+    return not under_submit and "SPARK_LOCAL_IP" not in environ and _asked_master(master, environ).startswith("local")
+
+
+def ui_off_unless_asked(environ: Mapping[str, str], conf: Any) -> bool:
+    """Whether the UI is turned off: its address could not be kept to loopback (a
+    cluster's driver, or spark-submit's JVM) and nobody asked for it, with
+    SPARK_LOCAL_IP or spark.ui.enabled."""
+    return "SPARK_LOCAL_IP" not in environ and not conf.contains("spark.ui.enabled")
+
+
 def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool]:
     """The active session if there is one (tests), else a new one; and whether we made it."""
     from pyspark.sql import SparkSession
@@ -43,6 +66,8 @@ def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool
     # spark-submit started the JVM and passes its port; otherwise pyspark launches one here,
     # as a "pyspark-shell", which turns the console progress bar on whatever the terminal
     under_submit = under_spark_submit()
+    if loopback_unless_asked(master, os.environ, under_submit):
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # read by the JVM pyspark launches next
     if under_submit:
         conf = submitted_conf()
     else:
@@ -71,6 +96,8 @@ def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool
         "spark.redaction.regex": REDACT,
         "spark.sql.redaction.options.regex": REDACT,
     }
+    if ui_off_unless_asked(os.environ, conf):
+        defaults["spark.ui.enabled"] = "false"
     for key, value in defaults.items():
         if not conf.contains(key) or (key == "spark.ui.showConsoleProgress" and not under_submit):
             builder = builder.config(key, value)
@@ -78,5 +105,6 @@ def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool
     spark.sparkContext.setLogLevel("WARN" if debug else "ERROR")
     sc = spark.sparkContext
     log.info("Spark %s, master %s, app %s, UI %s", spark.version, sc.master, sc.applicationId,
-             sc.uiWebUrl or "disabled (spark.ui.enabled=false)")
+             sc.uiWebUrl and f"{sc.uiWebUrl} bound to {os.environ.get('SPARK_LOCAL_IP', 'every address')}"
+             or "disabled (spark.ui.enabled=false; SPARK_LOCAL_IP or spark.ui.enabled=true turn it on)")
     return spark, True

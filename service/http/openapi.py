@@ -70,7 +70,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "AddResult": {"type": "object", "properties": {"addTopicCount": _INT}},
     "KvValue": {"type": "object", "properties": {"value": _STR}},
     "KvTable": {"type": "object", "properties": {"table": {"type": "object", "additionalProperties": _STR}}},
-    "Status": {"type": "object", "properties": {"status": _STR}},
+    "Status": {"type": "object", "properties": {"status": _STR, "writes": _STR, "redis": _STR}},
     "LiveBroker": {"type": "object", "properties": {
         "brokerAddr": _STR, "cluster": _STR, "brokerName": _STR, "brokerId": _INT,
         "haServerAddr": {"type": ["string", "null"]}, "lastUpdateTimestamp": {"type": ["integer", "null"]},
@@ -130,7 +130,8 @@ OPERATIONS: dict[tuple[str, str], tuple[str, type[BaseModel] | None, str, tuple[
     ("GET", "/v1/brokers/write-queues"): ("Writable write queues per broker group over every topic (the dashboard's chart); each request reads a bounded slice of the next pass", None, "WriteQueues", (503,)),
     ("GET", "/v1/departures"): ("The brokers that left in the last hour (unregistered, connection closed, expired), newest first, the same from every worker", None, "Departures", (503,)),
     ("GET", "/healthz"): ("Liveness", None, "Status", ()),
-    ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded", None, "Status", (503,)),
+    ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded; with ?exclude=redis, the worker's own "
+                         "(serving, not draining), which the Kubernetes readiness probe asks", None, "Status", (400, 503)),
 }
 
 _PARAM_LIMITS = {"topic": TOPIC_MAX}
@@ -171,6 +172,10 @@ def _parameters(path: str) -> list[dict[str, Any]]:
                        "description": "the route as a RocketMQ 5 client in zone mode gets it (ZoneRouteRPCHook): only "
                                       "the broker groups registered with this zoneName (any case) and the groups "
                                       "without a master, with their queueDatas and filter servers"})
+    if path == "/readyz":
+        params.append({"name": "exclude", "in": "query", "required": False, "schema": {"type": "string", "enum": ["redis"]},
+                       "description": "redis: leave Redis out (200 while Redis is unreachable, telling it in `redis`); "
+                                      "503 only while the worker drains"})
     if path in _STALE_READS:
         params.append({"name": "stale", "in": "query", "required": False, "allowEmptyValue": True, "schema": _STR,
                        "description": "while Redis is unreachable, the last answer this worker knew (at most "

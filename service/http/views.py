@@ -401,14 +401,30 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    excluded = request.query.getall("exclude", [])
+    if any(check != "redis" for check in excluded):
+        raise invalid("exclude takes one check: redis")
     if node(request).stopping:
         return error_response(503, "STORE_UNAVAILABLE", "shutting down")
     store = node(request).store
+    if excluded:
+        return json_response(worker_readiness(node(request).cache, store.refusals.recent()))
     await store.ready()
     # Still ready when Redis refuses writes: reads go on, and every worker sees the same
     # Redis, so taking them out of the balancer would only stop the reads too.
     refused = store.refusals.recent()
     return json_response({"status": "ready", "writes": f"refused: {', '.join(refused)}" if refused else "ok"})
+
+
+def worker_readiness(cache: ReadCache, refused: list[str]) -> dict[str, str]:
+    """`/readyz?exclude=redis` (the Deployment's readiness probe): this worker serves and is
+    not draining, whatever Redis does. Redis is shared by every worker, so its outage
+    taking them all out of the Service would turn the stale reads and the writes' clear 503
+    into refused connections; what Redis did at the last change-record poll is told, and
+    no Redis call is made (a frozen Redis does not slow the probe)."""
+    if cache.unreachable:
+        return {"status": "ready", "redis": "unreachable", "writes": "refused: Redis unreachable"}
+    return {"status": "ready", "redis": "ok", "writes": f"refused: {', '.join(refused)}" if refused else "ok"}
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -217,10 +217,11 @@ CONFIG = one("ConfigMap", "rmq-registry-config")
 def test_probe_paths_are_real_routes():
     probes = {k: REGISTRY[k]["httpGet"] for k in ("livenessProbe", "readinessProbe", "startupProbe") if k in REGISTRY}
     assert probes["livenessProbe"]["path"] == "/healthz"
-    assert probes["readinessProbe"]["path"] == "/readyz"
+    assert probes["readinessProbe"]["path"].partition("?")[0] == "/readyz"  # its rule: tests/deploy/test_readiness.py
     for kind, probe in probes.items():
-        assert probe["path"] in API_MD_OPERATION_PATHS, kind
-        assert probe["path"] in app_paths(), f"{kind} {probe['path']} is not a route of the HTTP front"
+        path = probe["path"].partition("?")[0]
+        assert path in API_MD_OPERATION_PATHS, kind
+        assert path in app_paths(), f"{kind} {path} is not a route of the HTTP front"
         assert probe["port"] in container_ports(pod_template(DEPLOY)), kind
     annotations = pod_template(DEPLOY)["metadata"]["annotations"]
     assert annotations["prometheus.io/path"] in app_paths()
@@ -401,6 +402,18 @@ def test_image_names_and_versions_are_consistent():
 
 
 # ----------------------------------------------------------------------- analytics
+def script_commands(script: str) -> list[str]:
+    """A shell script's commands, one a line, with the lines a backslash continues joined."""
+    return [line.strip() for line in script.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def analytics_commands(script: str) -> tuple[str, str]:
+    """The CronJob script's two steps: the run (spark-submit ... all) and the trend report."""
+    submit = next(c for c in script_commands(script) if c.startswith("spark-submit "))
+    history = next(c for c in script_commands(script) if " analytics history " in c)
+    return submit, history
+
+
 def test_analytics_cronjob_runs_spark_submit_in_local_mode_with_no_secret_in_its_command():
     cron = one("CronJob", "rmq-analytics")
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
@@ -408,9 +421,9 @@ def test_analytics_cronjob_runs_spark_submit_in_local_mode_with_no_secret_in_its
     assert pod["restartPolicy"] in ("Never", "OnFailure")
     c = pod["containers"][0]
     script = c["args"][0]
-    assert "exec spark-submit" in script
-    assert re.search(r"--master 'local\[(\d+)\]'", script)
-    cores = int(re.search(r"--master 'local\[(\d+)\]'", script).group(1))
+    submit, _ = analytics_commands(script)
+    assert re.search(r"--master 'local\[(\d+)\]'", submit)
+    cores = int(re.search(r"--master 'local\[(\d+)\]'", submit).group(1))
     assert cores <= float(c["resources"]["limits"]["cpu"]), "local[N] within the pod's CPU limit"
     dockerfile = DOCKERFILE.read_text()
     assert "/opt/rmq/analytics_driver.py" in script and "/opt/rmq/analytics_driver.py" in dockerfile
@@ -428,7 +441,7 @@ def test_spark_on_k8s_variant_asks_the_api_server_for_executor_pods():
     patch = one("CronJob", docs=load(VARIANT / "cronjob-patch.yaml"))
     c = pod_template(patch)["spec"]["containers"][0]
     script = c["args"][0]
-    submit, _, app_args = script.partition("/opt/rmq/analytics_driver.py")
+    submit, _, app_args = analytics_commands(script)[0].partition("/opt/rmq/analytics_driver.py")
     # the master is spark-submit's (the job sets none of its own: no --master after the app)
     assert "--master k8s://https://kubernetes.default.svc" in submit and "--deploy-mode client" in submit
     assert "--master" not in app_args

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 
 import kubernetes_validate
@@ -113,3 +114,17 @@ def test_the_workers_settings_parse_and_whitelist_the_networks_the_policy_admits
     for network in external_networks(lb):
         for address in (network[0], network[network.num_addresses // 2], network[-1]):
             assert white.matches(str(address)), (str(address), str(white))
+
+
+def test_docs_overlay_admits_and_whitelists_the_brokers_networks_it_names(tmp_path: Path) -> None:
+    """docs/deploy.md's overlay, read from the file, beside a clone: its networks replace the
+    Component's documentation range in the policy and the whitelist alike."""
+    text = (m.K8S.parent / "docs" / "deploy.md").read_text()
+    overlay = re.search(r"```yaml\n# my-overlay/kustomization.yaml\n(.*?)```", text, re.S).group(1)
+    (tmp_path / "rmq-registry").symlink_to(m.K8S.parent)
+    (tmp_path / "my-overlay").mkdir()
+    (tmp_path / "my-overlay" / "kustomization.yaml").write_text(overlay)
+    docs = render(tmp_path / "my-overlay")
+    networks = external_networks(docs)
+    assert ipaddress.ip_network("198.51.100.0/24") not in networks and networks
+    test_the_workers_settings_parse_and_whitelist_the_networks_the_policy_admits(docs)
