@@ -111,11 +111,19 @@ class Follower:
         return True
 
     async def run_poller(self) -> None:
+        """Polls every ``poll`` seconds; the poll is also what tells the log that Redis went
+        away and, in one line, that it answers again and for how long it was away."""
+        away_since = 0.0  # monotonic: the last poll that reached Redis before the outage
         while True:
             try:
                 await self.confirm()
+                if self.unreachable:
+                    log.warning("Redis answers again after %.1f s away", time.monotonic() - away_since)
                 self.unreachable = False
-            except StoreUnavailable:
+            except StoreUnavailable as e:
+                if not self.unreachable:
+                    away_since = self.confirmed_at if self.confirmed_at != float("-inf") else time.monotonic()
+                    log.warning("Redis does not answer (%s): requests get 503 until it does", e)
                 self.unreachable = True  # answers age out by the bound; readers get 503 from Redis itself
             await asyncio.sleep(self.poll)
 

@@ -250,7 +250,7 @@ async def dispatch(ctx: HandlerContext, cmd: Command, timeout: float) -> Command
         return fail(cmd, e.code, e.remark)
     except StoreUnavailable as e:
         if not isinstance(e, (StoreRefusing, NotReplicated)):  # refusals are logged once per burst by the store
-            log.warning("Redis unavailable for request code %s: %s", cmd.code, e)
+            ctx.failures.write(type(e).__name__, f"Redis unavailable for request code {cmd.code}: {e}")
         return fail(cmd, codes.SYSTEM_ERROR, outcome_text(e))
     except asyncio.TimeoutError:  # the handler's own calls may have gone through
         log.warning("request code %s took longer than %.1f s", cmd.code, timeout)
