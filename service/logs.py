@@ -121,8 +121,9 @@ class WindowedLog:
             del self._windows[key]  # quiet for a whole window: its next line is written at once
             return
         loop = asyncio.get_running_loop()
-        self.log.warning("... and %d more %s %s in the last %g s, the last: %s", window.held,
-                         self.noun[0] if window.held == 1 else self.noun[1], self.of.format(key), self.every, window.last)
+        noun = self.noun[0] if window.held == 1 else self.noun[1]
+        self.log.warning("... and %d more %s %s in the last %g s, the last: %s", window.held, noun, self.of.format(key),
+                         self.every, window.last)
         window.since, window.held, window.last = loop.time(), 0, ""
         window.timer = loop.call_at(window.since + self.every, self._window_ends, key)
 

@@ -24,7 +24,6 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ import redis
 import yaml
 
 from tests.builders import identity, registration
-from tests.processes import console_script, http_status, start, wait_http
+from tests.processes import console_script, http_status, post, start, wait_http
 from tests.redis_server import RedisServer, free_port
 from tests.test_monitoring import DASHBOARD, RULES
 
@@ -73,18 +72,6 @@ def scaled_rules() -> dict[str, Any]:
 def pending_first(alert: str) -> bool:
     """Whether the rule has a ``for:``, so that the alert is pending before it fires."""
     return any(r["alert"] == alert and "for" in r for g in RULES["spec"]["groups"] for r in g["rules"])
-
-
-def post(base: str, path: str, body: dict[str, Any], timeout_s: float = 5) -> int:
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return resp.status
-    except urllib.error.HTTPError as err:
-        return err.code
-    except OSError:
-        return 0  # no answer (a worker killed)
 
 
 @dataclass

@@ -36,6 +36,9 @@ class Follower:
         self.ahead: dict[int, bytes] = {}
         self.confirmed_at = float("-inf")  # when a poll that found everything applied was sent
         self.unreachable = False  # the last poll failed: Redis is down or not answering
+        # the change history going backwards (a store reset): how many times, and the last
+        # record applied before the last time (service/store_watch.py reads it)
+        self.rewound = (0, 0)
         self._polling: asyncio.Future[None] | None = None  # the poll under way, shared
         self.scripts = Scripts(self.store)
 
@@ -86,6 +89,8 @@ class Follower:
         version, records = await self.scripts.changes_since(since)
         if not self._catch_up(since, anchor, version, records):
             log.info("change records %s..%s not replayable; flushing the read cache", since, version)
+            if version < since:
+                self.rewound = (self.rewound[0] + 1, since)
             self._reset(version, bytes(records[0]) if records else None)
         self.ahead = {s: r for s, r in self.ahead.items() if s > self.seq}
         if sent > self.confirmed_at:

@@ -69,6 +69,16 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "KvValue": {"type": "object", "properties": {"value": _STR}},
     "KvTable": {"type": "object", "properties": {"table": {"type": "object", "additionalProperties": _STR}}},
     "Status": {"type": "object", "properties": {"status": _STR}},
+    "Readiness": {"type": "object", "properties": {
+        "status": _STR, "writes": {**_STR, "description": "ok, or refused: <causes> while Redis refuses writes"},
+        "store": {**_STR, "description": "present only after a store reset, until the fleet is back: what was lost"}}},
+    "StoreResets": {"type": "object", "properties": {
+        "resets": {**_INT, "description": "store resets this worker noticed since it started"},
+        "lastReset": {"type": ["object", "null"], "description": "the last one, null before any", "properties": {
+            "at": _INT, "lostGroups": _INT, "lostTopics": _INT, "lostBrokers": _INT, "gone": _STR,
+            "groupsNow": _INT, "backAt": {"type": ["integer", "null"]},
+            "recent": {"type": "boolean", "description": "the fleet is not back yet (and it is less than an hour old)"},
+            "text": _STR}}}},
     "LiveBroker": {"type": "object", "properties": {
         "brokerAddr": _STR, "cluster": _STR, "brokerName": _STR, "brokerId": _INT,
         "haServerAddr": {"type": ["string", "null"]}, "lastUpdateTimestamp": {"type": ["integer", "null"]},
@@ -120,7 +130,8 @@ OPERATIONS: dict[tuple[str, str], tuple[str, type[BaseModel] | None, str, tuple[
     ("GET", "/v1/topics/summary"): ("A page of topics in name order with their QueueDatas and order config (the dashboard's table)", None, "TopicSummary", (400, 503)),
     ("GET", "/v1/brokers/write-queues"): ("Writable write queues per broker group over every topic (the dashboard's chart); each request reads a bounded slice of the next pass", None, "WriteQueues", (503,)),
     ("GET", "/healthz"): ("Liveness", None, "Status", ()),
-    ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded", None, "Status", (503,)),
+    ("GET", "/v1/store"): ("The store resets this worker noticed (Redis lost its data), the last one with what was lost", None, "StoreResets", ()),
+    ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded", None, "Readiness", (503,)),
 }
 
 _PARAM_LIMITS = {"topic": TOPIC_MAX}

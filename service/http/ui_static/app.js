@@ -46,6 +46,7 @@
     groupBodies: new Map(), // brokerName -> {body, head, group}
     problemsKey: "",
     gone: [],           // [{name, cluster, lastSeen, noticed}]
+    storeReset: null,   // the last store reset the worker noticed, while the fleet is not back (/v1/store)
   };
 
   // ------------------------------------------------------------------ helpers
@@ -233,6 +234,21 @@
     }
   }
 
+  // The worker's record of a store reset (Redis lost its data): on the first screen until
+  // the fleet is back. A worker without the read (an older one) leaves it unknown.
+  async function getStoreReset() {
+    try {
+      const body = await getJson("/v1/store");
+      if (!body) return false;
+      const reset = body.lastReset && body.lastReset.recent ? body.lastReset : null;
+      const changed = JSON.stringify(reset) !== JSON.stringify(state.storeReset);
+      state.storeReset = reset;
+      return changed;
+    } catch (e) {
+      return false;
+    }
+  }
+
   async function refreshTopics() {
     try {
       const summary = await getSummary();
@@ -255,7 +271,8 @@
 
   async function refresh() {
     state.staleMs = null;
-    const results = await Promise.allSettled([getJson("/v1/cluster?stale"), getLive(), getSummary()]);
+    const [results, resetChanged] = await Promise.all([
+      Promise.allSettled([getJson("/v1/cluster?stale"), getLive(), getSummary()]), getStoreReset()]);
     const failure = results.find((r) => r.status === "rejected");
     const [cluster, live, summary] = results.map((r) => (r.status === "fulfilled" ? r.value : null));
     if (live) {
@@ -271,7 +288,7 @@
     if (cluster || live || summary) renderCounts();
     // every fresh refresh, a 304 included: "last seen" is the last refresh that saw a group
     if (state.cluster && state.staleMs === null && !failure) rememberGroups();
-    if (cluster || live) { renderProblems(); renderBroker(); renderRoute(); }
+    if (cluster || live) { renderProblems(); renderBroker(); renderRoute(); } else if (resetChanged) renderProblems();
     if (!failure) {
       state.lastOk = new Date();
       state.failingSince = null;
@@ -403,12 +420,20 @@
     const gone = state.gone.filter((x) => Date.now() - x.noticed < GONE_KEEP_MS);
     // rebuilt when what it says changes (the ages of late and expired members included)
     const key = JSON.stringify([p.noMaster.map((x) => x.g.brokerName + x.ms), p.late.map((x) => x.addr + x.l.label),
-      p.expired.map((x) => x.addr + x.l.label), gone.map((x) => x.name + x.noticed)]);
+      p.expired.map((x) => x.addr + x.l.label), gone.map((x) => x.name + x.noticed), state.storeReset]);
     if (key === state.problemsKey) return;
     state.problemsKey = key;
     const box = $("problems");
     const items = [];
     const role = (id) => (id === "0" ? "master" : "slave " + id);
+    const reset = state.storeReset;
+    if (reset) {
+      items.push(h("li", { class: "bad", "data-problem": "store-reset" },
+        h("strong", {}, "The store (Redis) was reset at " + timeOf(new Date(reset.at)) + ": "),
+        reset.lostGroups + " broker groups and " + reset.lostTopics + " topics lost; " + reset.groupsNow + " of " +
+        reset.lostGroups + " groups back. Brokers re-register by themselves within 30 s (Redis restarted empty, " +
+        "a failover to an empty replica, or a FLUSHALL)."));
+    }
     if (p.noMaster.length) {
       items.push(h("li", { class: "bad", "data-problem": "no-master" },
         h("strong", {}, p.noMaster.length + (p.noMaster.length === 1 ? " group without" : " groups without") + " a live master: "),
