@@ -42,6 +42,7 @@ class Reset:
     topics: int
     brokers: int
     gone: str  # which stamp told, in words
+    changes: int = 0  # change records the worker's read cache had applied from the store
     groups_now: int = 0  # broker groups at the last pass since
     back_at: int | None = None  # when the groups were back to as many as were lost
 
@@ -52,13 +53,16 @@ class Reset:
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.at / 1000))
+        if not (self.groups or self.topics):  # registered and wiped before a scan counted them
+            return (f"the store was reset at {when}: {self.changes} change records lost (no scan had counted its "
+                    f"broker groups yet); {self.groups_now} groups back (brokers re-register within 30 s)")
         return (f"the store was reset at {when}: {self.groups} broker groups and {self.topics} topics lost; "
                 f"{self.groups_now} of {self.groups} groups back (brokers re-register within 30 s)")
 
     def as_json(self) -> dict[str, object]:
         return {"at": self.at, "lostGroups": self.groups, "lostTopics": self.topics, "lostBrokers": self.brokers,
-                "gone": self.gone, "groupsNow": self.groups_now, "backAt": self.back_at, "recent": self.recent,
-                "text": self.describe()}
+                "lostChanges": self.changes, "gone": self.gone, "groupsNow": self.groups_now, "backAt": self.back_at,
+                "recent": self.recent, "text": self.describe()}
 
 
 Counts = tuple[int, int, int]  # broker groups, topics, brokers
@@ -84,13 +88,14 @@ class StoreWatch:
         self._passes: list[Counts] = []
 
     def seen(self, groups: int, topics: int, brokers: int) -> None:
-        """What a pass saw; the fleet is back once its groups are as many as were lost."""
+        """What a pass saw; the fleet is back once its groups are as many as were lost (at
+        least one, when no scan had counted them)."""
         self._passes = [*self._passes[-1:], (groups, topics, brokers)]
         reset = self.last
         if reset is None or reset.back_at is not None:
             return
         reset.groups_now = groups
-        if groups >= reset.groups:
+        if groups >= max(reset.groups, 1):
             reset.back_at = int(time.time() * 1000)
             log.warning("the fleet is back after the store reset: %d broker groups registered (%d were lost), "
                         "%.0f s after it", groups, reset.groups, (reset.back_at - reset.at) / 1000)
@@ -115,7 +120,7 @@ class StoreWatch:
             log.info("the store was reset (%s) while it held nothing this worker knew of; stamped anew", gone)
             return None
         now_groups = self._passes[-1][0] if self._passes else 0
-        self.last = Reset(int(time.time() * 1000), groups, topics, brokers, gone, groups_now=now_groups)
+        self.last = Reset(int(time.time() * 1000), groups, topics, brokers, gone, changes, groups_now=now_groups)
         self.resets += 1
         log.error("the store (Redis) lost its data (%s): the %d broker groups, %d topics and %d brokers this worker "
                   "knew (at its last scans) and %d change records are gone; brokers re-register by themselves "

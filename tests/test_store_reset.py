@@ -88,7 +88,8 @@ async def test_a_fleet_registered_and_wiped_between_two_scans_is_a_reset_too(
     await registered(client, 3)
     r.flushall()  # before the next pass: no pass saw the fleet, the read cache did
     await until(lambda: watch.resets == 1)
-    assert watch.last is not None and watch.last.groups == 0
+    reset = (await store(client))["lastReset"]
+    assert (reset["lostGroups"], reset["lostChanges"]) == (0, 3) and reset["recent"], reset
 
 
 async def test_after_a_reset_the_worker_stamps_the_store_anew_and_takes_registrations(

@@ -75,7 +75,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "StoreResets": {"type": "object", "properties": {
         "resets": {**_INT, "description": "store resets this worker noticed since it started"},
         "lastReset": {"type": ["object", "null"], "description": "the last one, null before any", "properties": {
-            "at": _INT, "lostGroups": _INT, "lostTopics": _INT, "lostBrokers": _INT, "gone": _STR,
+            "at": _INT, "lostGroups": _INT, "lostTopics": _INT, "lostBrokers": _INT, "lostChanges": _INT, "gone": _STR,
             "groupsNow": _INT, "backAt": {"type": ["integer", "null"]},
             "recent": {"type": "boolean", "description": "the fleet is not back yet (and it is less than an hour old)"},
             "text": _STR}}}},

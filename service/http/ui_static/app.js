@@ -430,9 +430,13 @@
     if (reset) {
       items.push(h("li", { class: "bad", "data-problem": "store-reset" },
         h("strong", {}, "The store (Redis) was reset at " + timeOf(new Date(reset.at)) + ": "),
-        reset.lostGroups + " broker groups and " + reset.lostTopics + " topics lost; " + reset.groupsNow + " of " +
-        reset.lostGroups + " groups back. Brokers re-register by themselves within 30 s (Redis restarted empty, " +
-        "a failover to an empty replica, or a FLUSHALL)."));
+        (reset.lostGroups || reset.lostTopics
+          ? reset.lostGroups + " broker groups and " + reset.lostTopics + " topics lost; " + reset.groupsNow + " of " +
+            reset.lostGroups + " groups back."
+          : reset.lostChanges + " change records lost (no scan had counted its groups yet); " + reset.groupsNow +
+            " groups back.") +
+        " Brokers re-register by themselves within 30 s (Redis restarted empty, a failover to an empty replica, " +
+        "or a FLUSHALL)."));
     }
     if (p.noMaster.length) {
       items.push(h("li", { class: "bad", "data-problem": "no-master" },
