@@ -90,7 +90,7 @@ class CoreCollector(Collector):
                        "seen since the worker started, from 0)", "cluster", stats.expired_by_cluster, ())
         yield CounterMetricFamily("rmq_scanner_failures", "scanner passes that failed", value=stats.failures)
         yield CounterMetricFamily("rmq_store_resets", "times this worker found the store had lost its data (its data-set "
-                                  "id or schema stamp gone while broker groups were known): Redis restarted empty, a "
+                                  "id or schema stamp gone while it knew of data in it): Redis restarted empty, a "
                                   "failover to an empty replica, a FLUSHALL", value=self.scanner.watch.resets)
         yield from self._cache_metrics()
 
