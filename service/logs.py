@@ -1,6 +1,8 @@
 """Logging: text for a terminal, one JSON object per line for a cluster's log pipeline,
-each line carrying the id of the request it was written for; and the refusals' lines,
-at most one per client address and minute (``RefusalLog``), which both fronts write."""
+each line carrying the id of the request it was written for; and the lines both fronts
+write per request, at most one per key and window (``WindowedLog``): refusals per client
+address and minute (``RefusalLog``), Redis failures per kind every 5 s
+(``redis_failure_log``)."""
 
 from __future__ import annotations
 
@@ -71,57 +73,87 @@ def printable(text: str, limit: int = 128) -> str:
     return shown + "..." if len(text) > limit else shown
 
 
-class _Source:
+class _Window:
     __slots__ = ("since", "held", "last", "timer")
 
     def __init__(self, since: float) -> None:
-        self.since = since  # when this address's last line was written
-        self.held = 0  # refusals not written since
+        self.since = since  # when this key's last line was written
+        self.held = 0  # lines held back since
         self.last = ""  # the last of them
         self.timer: asyncio.TimerHandle | None = None
 
 
-class RefusalLog:
-    """One warning per refused request, at most one per client address per ``every``
-    seconds: the refusals held back meanwhile are told at the end of that window, in one
-    line with their count and the last one (``... and 37 more refusals from 10.0.0.5 in
-    the last 60 s, the last: ...``); an address refused all the time thus gets one line per
-    window. Runs on the event loop (the summaries are its timers)."""
+class WindowedLog:
+    """At most one line per key (a client address, a kind of error) per ``every`` seconds:
+    the first is written at once, the ones held back meanwhile are told at the end of that
+    window in one line with their count and the last one (``... and 406 more <noun> <of
+    key> in the last 5 s, the last: ...``); a key written all the time thus gets one line
+    per window, and a key quiet for a whole window is written at once again. Past
+    ``max_keys`` keys the others share one tally (``other_keys``), so a flood of keys holds
+    no more memory than this. Runs on the event loop (the summaries are its timers)."""
 
-    def __init__(self, logger: logging.Logger, every: float = REFUSAL_EVERY_S,
-                 max_sources: int = REFUSAL_SOURCES) -> None:
+    def __init__(self, logger: logging.Logger, every: float, noun: tuple[str, str], of: str = "from {}",
+                 max_keys: int = REFUSAL_SOURCES, other_keys: str = OTHER_SOURCES) -> None:
         self.log = logger
         self.every = every
-        self.max_sources = max_sources
-        self._sources: dict[str, _Source] = {}
+        self.noun = noun  # (one, several): what a held-back line is, in the summary
+        self.of = of  # how the summary names the key
+        self.max_keys = max_keys
+        self.other_keys = other_keys
+        self._windows: dict[str, _Window] = {}
 
-    def refused(self, client: str, what: str) -> None:
-        """`what` was refused to `client` (an address): the line reads ``refused <what>``."""
-        key = client if client in self._sources or len(self._sources) < self.max_sources else OTHER_SOURCES
-        source = self._sources.get(key)
-        loop = asyncio.get_running_loop()
-        if source is None:
-            self._sources[key] = source = _Source(loop.time())
-            self.log.warning("refused %s", what)
-            source.timer = loop.call_at(source.since + self.every, self._window_ends, key)
+    def write(self, key: str, line: str) -> None:
+        """A warning `line` of `key`: written now, or held back and counted."""
+        key = key if key in self._windows or len(self._windows) < self.max_keys else self.other_keys
+        window = self._windows.get(key)
+        if window is None:
+            loop = asyncio.get_running_loop()
+            self._windows[key] = window = _Window(loop.time())
+            self.log.warning("%s", line)
+            window.timer = loop.call_at(window.since + self.every, self._window_ends, key)
             return
-        source.held += 1
-        source.last = what
+        window.held += 1
+        window.last = line
 
     def _window_ends(self, key: str) -> None:
-        source = self._sources[key]
-        if not source.held:
-            del self._sources[key]  # quiet for a whole window: its next refusal is written at once
+        window = self._windows[key]
+        if not window.held:
+            del self._windows[key]  # quiet for a whole window: its next line is written at once
             return
         loop = asyncio.get_running_loop()
-        self.log.warning("... and %d more refusal%s from %s in the last %g s, the last: refused %s",
-                         source.held, "s" if source.held > 1 else "", key, self.every, source.last)
-        source.since, source.held, source.last = loop.time(), 0, ""
-        source.timer = loop.call_at(source.since + self.every, self._window_ends, key)
+        noun = self.noun[0] if window.held == 1 else self.noun[1]
+        self.log.warning("... and %d more %s %s in the last %g s, the last: %s", window.held, noun, self.of.format(key),
+                         self.every, window.last)
+        window.since, window.held, window.last = loop.time(), 0, ""
+        window.timer = loop.call_at(window.since + self.every, self._window_ends, key)
 
     def close(self) -> None:
         """Cancels the pending summaries (a stopping worker)."""
-        for source in self._sources.values():
-            if source.timer is not None:
-                source.timer.cancel()
-        self._sources.clear()
+        for window in self._windows.values():
+            if window.timer is not None:
+                window.timer.cancel()
+        self._windows.clear()
+
+
+class RefusalLog(WindowedLog):
+    """One warning per refused request, at most one per client address per ``every``
+    seconds (``... and 37 more refusals from 10.0.0.5 in the last 60 s, the last: ...``)."""
+
+    def __init__(self, logger: logging.Logger, every: float = REFUSAL_EVERY_S,
+                 max_sources: int = REFUSAL_SOURCES) -> None:
+        super().__init__(logger, every, ("refusal", "refusals"), max_keys=max_sources)
+
+    def refused(self, client: str, what: str) -> None:
+        """`what` was refused to `client` (an address): the line reads ``refused <what>``."""
+        self.write(client, f"refused {what}")
+
+
+# Redis failures on the request paths: one line per kind of failure (its class: unavailable,
+# outcome unknown...) every few seconds, however many requests fail (416 heartbeats in a
+# second were 407 lines).
+REDIS_FAILURE_EVERY_S = 5.0
+
+
+def redis_failure_log(logger: logging.Logger, every: float = REDIS_FAILURE_EVERY_S) -> WindowedLog:
+    """The request paths' log of Redis failures, keyed by the failure's kind."""
+    return WindowedLog(logger, every, ("failure", "failures"), of="of this kind ({})")

@@ -88,6 +88,9 @@ class CoreCollector(Collector):
         yield labelled("rmq_cluster_expired_brokers", "brokers this worker removed on expiry, by cluster (every cluster "
                        "seen since the worker started, from 0)", "cluster", stats.expired_by_cluster, ())
         yield CounterMetricFamily("rmq_scanner_failures", "scanner passes that failed", value=stats.failures)
+        yield CounterMetricFamily("rmq_store_resets", "times this worker found the store had lost its data (its data-set "
+                                  "id or schema stamp gone while it knew of data in it): Redis restarted empty, a "
+                                  "failover to an empty replica, a FLUSHALL", value=self.scanner.watch.resets)
         yield from self._cache_metrics()
 
     def _unreachable_s(self) -> float:

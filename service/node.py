@@ -38,7 +38,7 @@ class Node:
                                negative_entries=settings.cache_negative_entries)
         # told every change this worker makes, so its own cache reads its writes at once
         self.registry = Registry(self.store, on_change=self.cache.observe)
-        self.scanner = Scanner(self.registry, settings.scan_interval_ms, settings.scan_batch)
+        self.scanner = Scanner(self.registry, settings.scan_interval_ms, settings.scan_batch, history=self.cache)
         # one Prometheus registry per worker (several in one process in tests must not
         # collide); each front adds its own collectors to it
         self.prometheus = CollectorRegistry()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from service.registry import Registry
 from service.store import StoreUnavailable
+from service.store_watch import History, StoreWatch
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,14 @@ class ScanStats:
 class Scanner:
     CONCURRENCY = 32
 
-    def __init__(self, registry: Registry, interval_ms: int, batch: int = 1000) -> None:
+    def __init__(self, registry: Registry, interval_ms: int, batch: int = 1000,
+                 history: History | None = None) -> None:
         self.registry = registry
         self.store = registry.store
         self.interval = interval_ms / 1000
         self.batch = batch
         self.stats = ScanStats()
+        self.watch = StoreWatch(self.store, history)  # `history`: the read cache's change records
 
     async def now_ms(self) -> int:
         seconds, micros = await self.store.call(self.store.redis.time())
@@ -128,10 +131,18 @@ class Scanner:
         self.stats.expired += removed
         return removed
 
+    async def check_store(self) -> None:
+        """Whether the store lost its data since the last pass (service/store_watch.py): run
+        right after observe_tables, so a reset is noticed within one scan interval."""
+        stats = self.stats
+        self.watch.seen(sum(stats.cluster_groups.values()), stats.topics, stats.live_brokers)
+        await self.watch.check()
+
     async def run(self) -> None:
         while True:
             try:
                 await self.observe_tables()
+                await self.check_store()
                 await self.scan_once()
                 self.stats.failing = False
             except StoreUnavailable as exc:

@@ -31,6 +31,7 @@ FULL_ONLY: dict[str, str] = {
     "test_entrypoints.py": "processes",
     "test_horizontal.py": "processes",
     "test_monitoring.py": "processes",
+    "test_oncall_logs.py": "processes",
     "test_readme.py": "processes",
     "test_shutdown.py": "processes",
     "test_startup_failures.py": "processes",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,6 +34,19 @@ def http_status(url: str, timeout_s: float = 5) -> int:
             return resp.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def post(base: str, path: str, body: dict[str, Any], timeout_s: float = 5) -> int:
+    """The status of a JSON POST, error statuses included; 0 for no answer (a worker killed)."""
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return 0
 
 
 def start(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT,

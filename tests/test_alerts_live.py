@@ -6,7 +6,7 @@ registering every second through them, a ?stale reader on each; Prometheus (Debi
 durations (``for:``, range windows, the scanner lag's threshold) are divided by ``SCALE``,
 so that an hour reads as three minutes. Each situation is made for real: a planned
 decommission, Redis frozen (SIGSTOP), Redis refusing writes (out of memory, a read-only
-replica), a worker killed. Its alerts must go pending (those with a ``for:``), then
+replica), a worker killed, Redis wiped (FLUSHALL). Its alerts must go pending (those with a ``for:``), then
 firing, then resolve once the situation ends; alerts that would be false there must not
 fire. Every wait is bounded generously: a slow machine makes the test slower, not red.
 
@@ -24,7 +24,6 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ import redis
 import yaml
 
 from tests.builders import identity, registration
-from tests.processes import console_script, http_status, start, wait_http
+from tests.processes import console_script, http_status, post, start, wait_http
 from tests.redis_server import RedisServer, free_port
 from tests.test_monitoring import DASHBOARD, RULES
 
@@ -73,18 +72,6 @@ def scaled_rules() -> dict[str, Any]:
 def pending_first(alert: str) -> bool:
     """Whether the rule has a ``for:``, so that the alert is pending before it fires."""
     return any(r["alert"] == alert and "for" in r for g in RULES["spec"]["groups"] for r in g["rules"])
-
-
-def post(base: str, path: str, body: dict[str, Any], timeout_s: float = 5) -> int:
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return resp.status
-    except urllib.error.HTTPError as err:
-        return err.code
-    except OSError:
-        return 0  # no answer (a worker killed)
 
 
 @dataclass
@@ -403,3 +390,18 @@ def test_every_dashboard_query_answers_numbers_and_whole_counts(fleet: Fleet) ->
                 value = float(series["value"][1])
                 assert value == value, f'{panel["title"]}/{t["refId"]}: NaN for {series["metric"]}'
                 assert not whole or value.is_integer(), f'{panel["title"]}/{t["refId"]}: {value}'
+
+
+def test_a_wiped_store_pages_a_store_reset_and_nothing_of_expiry(fleet: Fleet) -> None:
+    def brokers_back_and_no_expiry_alert(began: float) -> None:
+        until(lambda: fleet.query("max(rmq_live_brokers) == 4"), "the brokers registered again")
+        for alert in ("RmqRoutesLost", "RmqClusterLostAllBrokers", "RmqBrokerExpiryStorm"):
+            fleet.quiet(situation, alert)  # the brokers vanished without expiring
+
+    r = redis.Redis.from_url(fleet.redis.url)
+    situation = "Redis wiped (FLUSHALL)"
+    fleet.live_through(
+        # the brokers register again every second by themselves: nothing to end
+        situation, r.flushall, lambda: None,
+        [("RegistryStoreReset", {})],
+        brokers_back_and_no_expiry_alert)

@@ -98,7 +98,8 @@ def test_the_alerts_cover_what_an_operator_must_know() -> None:
     used = set().union(*map(metric_names, rule_exprs().values()))
     for needed in ("rmq_cluster_broker_groups", "rmq_live_brokers", "rmq_broker_group_without_master",
                    "rmq_cluster_expired_brokers_total", "rmq_redis_refusals_total", "rmq_cache_stale_served_total",
-                   "rmq_redis_unreachable_seconds", "rmq_scanner_lag_ms", "rmq_http_requests_total"):
+                   "rmq_redis_unreachable_seconds", "rmq_scanner_lag_ms", "rmq_http_requests_total",
+                   "rmq_store_resets_total"):
         assert needed in used, needed
 
 
@@ -205,6 +206,15 @@ UNIT_TESTS = [
          {'rmq_redis_unreachable_seconds{instance="w1"}': "0 3 0 2 0 0 0 0",
           'rmq_redis_refusals_total{cause="read-only replica",instance="w1"}': "0 10 20 30 40 50 60 70"},
          *((f"{m}m", "RmqRedisUnavailable", []) for m in range(1, 8))),
+    case("a store reset fires at once, one alert however many workers noticed it, and resolves after 15 minutes",
+         {'rmq_store_resets_total{instance="w1"}': "0 0 1x25",
+          'rmq_store_resets_total{instance="w2"}': "0 0 0 1x24"},
+         ("1m", "RegistryStoreReset", []),
+         ("3m", "RegistryStoreReset", [CRIT]),
+         ("25m", "RegistryStoreReset", [])),
+    case("workers that never found the store reset do not fire RegistryStoreReset",
+         {'rmq_store_resets_total{instance="w1"}': "0x20"},
+         *((f"{m}m", "RegistryStoreReset", []) for m in (5, 10, 15))),
     case("stale reads fire while Redis stays unreachable, after the stale answers ended",
          {'rmq_redis_unreachable_seconds{instance="w1"}': "0 0 60 120 180 240 300 0",
           'rmq_cache_stale_served_total{instance="w1"}': "0 0 10 20 20 20 20 20"},

@@ -36,6 +36,9 @@ class Follower:
         self.ahead: dict[int, bytes] = {}
         self.confirmed_at = float("-inf")  # when a poll that found everything applied was sent
         self.unreachable = False  # the last poll failed: Redis is down or not answering
+        # the change history going backwards (a store reset): how many times, and the last
+        # record applied before the last time (service/store_watch.py reads it)
+        self.rewound = (0, 0)
         self._polling: asyncio.Future[None] | None = None  # the poll under way, shared
         self.scripts = Scripts(self.store)
 
@@ -86,6 +89,8 @@ class Follower:
         version, records = await self.scripts.changes_since(since)
         if not self._catch_up(since, anchor, version, records):
             log.info("change records %s..%s not replayable; flushing the read cache", since, version)
+            if version < since:
+                self.rewound = (self.rewound[0] + 1, since)
             self._reset(version, bytes(records[0]) if records else None)
         self.ahead = {s: r for s, r in self.ahead.items() if s > self.seq}
         if sent > self.confirmed_at:
@@ -111,11 +116,19 @@ class Follower:
         return True
 
     async def run_poller(self) -> None:
+        """Polls every ``poll`` seconds; the poll is also what tells the log that Redis went
+        away and, in one line, that it answers again and for how long it was away."""
+        away_since = 0.0  # monotonic: the last poll that reached Redis before the outage
         while True:
             try:
                 await self.confirm()
+                if self.unreachable:
+                    log.warning("Redis answers again after %.1f s away", time.monotonic() - away_since)
                 self.unreachable = False
-            except StoreUnavailable:
+            except StoreUnavailable as e:
+                if not self.unreachable:
+                    away_since = self.confirmed_at if self.confirmed_at != float("-inf") else time.monotonic()
+                    log.warning("Redis does not answer (%s): requests get 503 until it does", e)
                 self.unreachable = True  # answers age out by the bound; readers get 503 from Redis itself
             await asyncio.sleep(self.poll)
 

@@ -19,7 +19,7 @@ from service.http.request_metrics import RequestCollector, RequestTally
 from service.http.observe import Observer, Unmatched
 from service.http.openapi import openapi_document
 from service.http.routes import add_routes
-from service.logs import RefusalLog
+from service.logs import RefusalLog, WindowedLog, redis_failure_log
 from service.node import Node
 
 
@@ -31,19 +31,21 @@ def create_app(node: Node) -> web.Application:
     node.prometheus.register(RequestCollector(tally))
     tokens = auth.TokenFile(settings.auth_tokens_file) if settings.auth_tokens_file else None
     refusals = RefusalLog(logging.getLogger("service.http.refusals"))
-    bind(app, node, Observer(tally, tokens, settings.auth_reads, refusals))
+    failures = redis_failure_log(logging.getLogger("service.http.observe"))
+    bind(app, node, Observer(tally, tokens, settings.auth_reads, refusals, failures))
     add_routes(app)
     # last: it answers 404/405 for whatever no route above matched
     app.router.register_resource(Unmatched(app.router, tally))
     app[OPENAPI] = orjson.dumps(openapi_document(app))
     app.on_shutdown.append(_on_shutdown)
-    app.on_cleanup.append(_close(refusals))
+    app.on_cleanup.append(_close(refusals, failures))
     return app
 
 
-def _close(refusals: RefusalLog) -> Callable[[web.Application], Awaitable[None]]:
+def _close(*logs: WindowedLog) -> Callable[[web.Application], Awaitable[None]]:
     async def close(app: web.Application) -> None:
-        refusals.close()
+        for held in logs:
+            held.close()
 
     return close
 

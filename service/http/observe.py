@@ -25,7 +25,7 @@ from service import auth
 from service.http.connections import deadline_of
 from service.http.errors import ApiError, error_response
 from service.http.request_metrics import RequestTally
-from service.logs import REQUEST_ID, RefusalLog, new_request_id, printable
+from service.logs import REQUEST_ID, RefusalLog, WindowedLog, new_request_id, printable
 from service.store import StoreRefusing, StoreUnavailable, outcome_text
 
 log = logging.getLogger(__name__)
@@ -43,19 +43,22 @@ class Observer:
     tokens: auth.TokenFile | None  # None: auth is off
     reads: str
     refusals: RefusalLog | None = None  # where 401 and 403 answers are told
+    failures: WindowedLog | None = None  # where Redis failures are told, a line per kind and window
 
     def wrap(self, method: str, route: str, handler: Handler, required: str) -> Handler:
-        return observed(handler, self.tally, method, route, guard(self.tokens, self.reads, required, self.refusals))
+        return observed(handler, self.tally, method, route, guard(self.tokens, self.reads, required, self.refusals),
+                        self.failures)
 
 
 def observed(handler: Handler, tally: RequestTally, method: str, route: str,
-             guard: Guard | None = None) -> Handler:
+             guard: Guard | None = None, failures: WindowedLog | None = None) -> Handler:
     """`handler` giving every request an id (the caller's X-Request-Id, or a new one) for
     the log lines written for it and for the answer; checking `guard` first; answering
     errors as docs/api.md's JSON; and counting the request under (`method`, `route`) and its
     status, with its latency. Method "*" counts each request under its own method.
     It also tells the connection's head deadline (service.http.connections) that the
-    request's head is complete, and when the request is done."""
+    request's head is complete, and when the request is done. A Redis failure is told to
+    `failures` (one line per kind and window), or logged as it is without one."""
     slot = tally.labelled(method, route) if method != "*" else None
     perf_counter = time.perf_counter
 
@@ -77,7 +80,11 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
             except ApiError as e:
                 response = error_response(e.status, e.code, e.message)
             except StoreUnavailable as e:
-                if not isinstance(e, StoreRefusing):  # refusals are logged once per burst by the store
+                if isinstance(e, StoreRefusing):
+                    pass  # refusals are logged once per burst by the store
+                elif failures is not None:
+                    failures.write(type(e).__name__, f"Redis unavailable: {e}")
+                else:
                     log.warning("Redis unavailable: %s", e)
                 response = error_response(503, "STORE_UNAVAILABLE", unavailable_message(e),
                                           headers={"Retry-After": "1"})

@@ -70,7 +70,18 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "AddResult": {"type": "object", "properties": {"addTopicCount": _INT}},
     "KvValue": {"type": "object", "properties": {"value": _STR}},
     "KvTable": {"type": "object", "properties": {"table": {"type": "object", "additionalProperties": _STR}}},
-    "Status": {"type": "object", "properties": {"status": _STR, "writes": _STR, "redis": _STR}},
+    "Status": {"type": "object", "properties": {"status": _STR}},
+    "Readiness": {"type": "object", "properties": {
+        "status": _STR, "writes": {**_STR, "description": "ok, or refused: <causes> while Redis refuses writes"},
+        "redis": {**_STR, "description": "with ?exclude=redis: ok, or unreachable as of the last change-record poll"},
+        "store": {**_STR, "description": "present only after a store reset, until the fleet is back: what was lost"}}},
+    "StoreResets": {"type": "object", "properties": {
+        "resets": {**_INT, "description": "store resets this worker noticed since it started"},
+        "lastReset": {"type": ["object", "null"], "description": "the last one, null before any", "properties": {
+            "at": _INT, "lostGroups": _INT, "lostTopics": _INT, "lostBrokers": _INT, "lostChanges": _INT, "gone": _STR,
+            "groupsNow": _INT, "backAt": {"type": ["integer", "null"]},
+            "recent": {"type": "boolean", "description": "the fleet is not back yet (and it is less than an hour old)"},
+            "text": _STR}}}},
     "LiveBroker": {"type": "object", "properties": {
         "brokerAddr": _STR, "cluster": _STR, "brokerName": _STR, "brokerId": _INT,
         "haServerAddr": {"type": ["string", "null"]}, "lastUpdateTimestamp": {"type": ["integer", "null"]},
@@ -130,8 +141,9 @@ OPERATIONS: dict[tuple[str, str], tuple[str, type[BaseModel] | None, str, tuple[
     ("GET", "/v1/brokers/write-queues"): ("Writable write queues per broker group over every topic (the dashboard's chart); each request reads a bounded slice of the next pass", None, "WriteQueues", (503,)),
     ("GET", "/v1/departures"): ("The brokers that left in the last hour (unregistered, connection closed, expired), newest first, the same from every worker", None, "Departures", (503,)),
     ("GET", "/healthz"): ("Liveness", None, "Status", ()),
+    ("GET", "/v1/store"): ("The store resets this worker noticed (Redis lost its data), the last one with what was lost", None, "StoreResets", ()),
     ("GET", "/readyz"): ("Readiness: Redis answers and the scripts are loaded; with ?exclude=redis, the worker's own "
-                         "(serving, not draining), which the Kubernetes readiness probe asks", None, "Status", (400, 503)),
+                         "(serving, not draining), which the Kubernetes readiness probe asks", None, "Readiness", (400, 503)),
 }
 
 _PARAM_LIMITS = {"topic": TOPIC_MAX}

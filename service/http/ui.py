@@ -13,6 +13,8 @@
   topic (service/http/queue_tally.py), a bounded slice of the fleet read per request;
 - ``GET /v1/departures``   the brokers that left in the last hour, with cause and time
   (read-only script ``departures.lua``; the scripts that remove a broker record it).
+- ``GET /v1/store``    the last store reset this worker noticed (service/store_watch.py),
+  which the first screen shows until the fleet is back.
 
 The reads send an ETag and answer ``If-None-Match`` with 304; they, the page and its
 assets are gzip-compressed for a client that accepts it, and their 503s carry the time
@@ -35,10 +37,10 @@ from aiohttp import web
 
 from service.auth import OPEN, READ
 from service.cache import CLUSTER, Answer, make_answer
-from service.http.app_keys import CACHE, REGISTRY, STORE, add_route
+from service.http.app_keys import CACHE, REGISTRY, SCANNER, STORE, add_route
 from service.http.errors import error_response, invalid
 from service.http.queue_tally import QueueTally
-from service.http.views import answer_response, compressed, etag_matches
+from service.http.views import answer_response, compressed, etag_matches, json_response
 from service.scripts import text
 
 log = logging.getLogger(__name__)
@@ -332,6 +334,14 @@ async def get_departures(request: web.Request) -> web.Response:
     return etagged(request, orjson.dumps({"departures": await request.app[REGISTRY].scripts.departures()}))
 
 
+async def get_store(request: web.Request) -> web.Response:
+    """The resets of the store this worker noticed, and the last one: read from memory, so
+    it answers while Redis does not."""
+    watch = request.app[SCANNER].watch
+    last = watch.last.as_json() if watch.last is not None else None
+    return json_response({"resets": watch.resets, "lastReset": last}, headers={"Cache-Control": "no-cache"})
+
+
 # The reads whose 503 says when this worker last reached Redis: the page tells since when
 # the store has been out, whenever the tab was opened.
 LAST_REACHED_PATHS = frozenset(("/v1/cluster", "/v1/brokers/live", "/v1/topics/summary", "/v1/brokers/write-queues",
@@ -361,5 +371,6 @@ def add_ui_routes(app: web.Application) -> None:
     add_route(app, "GET", "/", page, OPEN, allow_head=True)
     add_route(app, "GET", "/ui/{path}", asset, OPEN, allow_head=True)
     for path, handler in (("/v1/brokers/live", get_live_brokers), ("/v1/topics/summary", get_topic_summary),
-                          ("/v1/brokers/write-queues", get_write_queues), ("/v1/departures", get_departures)):
+                          ("/v1/brokers/write-queues", get_write_queues), ("/v1/departures", get_departures),
+                          ("/v1/store", get_store)):
         add_route(app, "GET", path, handler, READ)

@@ -413,7 +413,13 @@ async def readyz(request: web.Request) -> web.Response:
     # Still ready when Redis refuses writes: reads go on, and every worker sees the same
     # Redis, so taking them out of the balancer would only stop the reads too.
     refused = store.refusals.recent()
-    return json_response({"status": "ready", "writes": f"refused: {', '.join(refused)}" if refused else "ok"})
+    body = {"status": "ready", "writes": f"refused: {', '.join(refused)}" if refused else "ok"}
+    # Still ready after a store reset: the brokers re-register through this very Service;
+    # the body says so until the fleet is back (service/store_watch.py).
+    reset = node(request).scanner.watch.recent()
+    if reset is not None:
+        body["store"] = reset.describe()
+    return json_response(body)
 
 
 def worker_readiness(cache: ReadCache, refused: list[str]) -> dict[str, str]:

@@ -277,10 +277,11 @@ async def dispatch(ctx: HandlerContext, cmd: Command, timeout: float) -> Command
         return fail(cmd, e.code, e.remark)
     except StoreUnavailable as e:
         if not isinstance(e, (StoreRefusing, NotReplicated)):  # refusals are logged once per burst by the store
-            log.warning("Redis unavailable for request code %s: %s", cmd.code, e)
+            ctx.failures.write(type(e).__name__, f"Redis unavailable for request code {cmd.code}: {e}")
         return fail(cmd, codes.SYSTEM_ERROR, outcome_text(e))
     except asyncio.TimeoutError:  # the handler's own calls may have gone through
-        log.warning("request code %s took longer than %.1f s", cmd.code, timeout)
+        # a frozen Redis makes every request late at once: one line per window, as its failures
+        ctx.failures.write("TimeoutError", f"request code {cmd.code} took longer than {timeout:.1f} s")
         return fail(cmd, codes.SYSTEM_ERROR, outcome_text(OutcomeUnknown()))
     except Exception:
         log.exception("unhandled error in request code %s", cmd.code)

@@ -22,7 +22,7 @@ from service.addresses import AddressList
 from service.auth import TokenFile
 from service.cache import ReadCache
 from service.config import Settings
-from service.logs import RefusalLog
+from service.logs import RefusalLog, redis_failure_log
 from service.models import M, describe, name_rule, valid_name, validated
 from service.node import Node
 from service.registration import body_weight, off_loop
@@ -73,6 +73,8 @@ class HandlerContext:
         white = node.settings.remoting_white_addresses
         self.white = AddressList.from_setting(white) if white else None
         self.refusals = RefusalLog(logging.getLogger("service.remoting.refusals"))
+        # Redis failures of requests: a line per kind and window, not one per request
+        self.failures = redis_failure_log(logging.getLogger("service.remoting.handlers"))
         self.listen_port = node.settings.remoting_port  # the bound one once the server listens
         # large bodies are decoded one at a time (see ``decoded``)
         self.decode_turn = asyncio.Semaphore(1)

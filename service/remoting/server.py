@@ -120,6 +120,7 @@ class RemotingServer:
         if self._sweeper is not None:
             self._sweeper.cancel()
         self.ctx.refusals.close()
+        self.ctx.failures.close()
         while pending := [t for t in self.connections if not t.done()]:
             for task in pending:
                 task.cancel()

@@ -392,3 +392,24 @@ async def test_the_page_says_when_it_shows_data_from_memory_while_redis_is_down(
     finally:
         redis_server.start()
     await page.wait_for_selector('#status[data-state="ok"]', timeout=WAIT_MS)
+
+
+async def test_the_first_screen_says_the_store_was_reset_until_the_fleet_is_back(
+        worker_factory: Any, browser: Any, redis_url: str) -> None:
+    worker: Worker = await worker_factory()
+    await seed(worker)
+    page = await open_page(browser, worker.url)
+    await loaded(page)
+    await asyncio.sleep(0.5)  # a scan pass or two: the worker knows the fleet
+    r = redis.Redis.from_url(redis_url)
+    try:
+        r.flushall()
+    finally:
+        r.close()
+    await page.wait_for_selector('[data-problem="store-reset"]', timeout=WAIT_MS)
+    said = await text(page, '[data-problem="store-reset"]')
+    assert f"{expected_summary()['groups']} broker groups and " in said and " topics lost" in said, said
+    assert await page.locator(".all-well").count() == 0
+    await seed(worker)  # the brokers re-register
+    await page.wait_for_selector('[data-problem="store-reset"]', state="detached", timeout=WAIT_MS)
+    assert page.errors == []

@@ -44,6 +44,7 @@
     groupBodies: new Map(), // brokerName -> {body, head, group}
     problemsKey: "",
     departures: [],     // the brokers that left in the last hour, newest first (GET /v1/departures)
+    storeReset: null,   // the last store reset the worker noticed, while the fleet is not back (/v1/store)
   };
 
   // ------------------------------------------------------------------ helpers
@@ -231,6 +232,21 @@
     }
   }
 
+  // The worker's record of a store reset (Redis lost its data): on the first screen until
+  // the fleet is back. A worker without the read (an older one) leaves it unknown.
+  async function getStoreReset() {
+    try {
+      const body = await getJson("/v1/store");
+      if (!body) return false;
+      const reset = body.lastReset && body.lastReset.recent ? body.lastReset : null;
+      const changed = JSON.stringify(reset) !== JSON.stringify(state.storeReset);
+      state.storeReset = reset;
+      return changed;
+    } catch (e) {
+      return false;
+    }
+  }
+
   async function refreshTopics() {
     try {
       const summary = await getSummary();
@@ -253,8 +269,9 @@
 
   async function refresh() {
     state.staleMs = null;
-    const results = await Promise.allSettled([getJson("/v1/cluster?stale"), getLive(), getSummary(),
-      getJson("/v1/departures")]);
+    const [results, resetChanged] = await Promise.all([
+      Promise.allSettled([getJson("/v1/cluster?stale"), getLive(), getSummary(), getJson("/v1/departures")]),
+      getStoreReset()]);
     // the departures add to what the page says; the status is the other reads'
     const failure = results.slice(0, 3).find((r) => r.status === "rejected");
     const [cluster, live, summary, record] = results.map((r) => (r.status === "fulfilled" ? r.value : null));
@@ -270,7 +287,7 @@
     if (summary || cluster) renderTopics();
     if (!summary && state.summary) renderPager();
     if (cluster || live || summary || record) renderCounts();
-    if (cluster || live || record) renderProblems();
+    if (cluster || live || record || resetChanged) renderProblems();
     if (cluster || live) { renderBroker(); renderRoute(); }
     if (!failure) {
       state.lastOk = new Date();
@@ -423,13 +440,25 @@
     const stayed = left.filter((d) => table[d.brokerName]);  // members of groups still registered
     // rebuilt when what it says changes (the ages of late and expired members included)
     const key = JSON.stringify([p.noMaster.map((x) => x.g.brokerName + x.ms), p.late.map((x) => x.addr + x.l.label),
-      p.expired.map((x) => x.addr + x.l.label), left.map((d) => d.brokerAddr + d.at)]);
+      p.expired.map((x) => x.addr + x.l.label), left.map((d) => d.brokerAddr + d.at), state.storeReset]);
     if (key === state.problemsKey) return;
     state.problemsKey = key;
     const box = $("problems");
     const items = [];
     const role = (id) => (String(id) === "0" ? "master" : "slave " + id);
     const when = (d) => d.cause + " at " + timeOf(new Date(d.at));
+    const reset = state.storeReset;
+    if (reset) {
+      items.push(h("li", { class: "bad", "data-problem": "store-reset" },
+        h("strong", {}, "The store (Redis) was reset at " + timeOf(new Date(reset.at)) + ": "),
+        (reset.lostGroups || reset.lostTopics
+          ? reset.lostGroups + " broker groups and " + reset.lostTopics + " topics lost; " + reset.groupsNow + " of " +
+            reset.lostGroups + " groups back."
+          : reset.lostChanges + " change records lost (no scan had counted its groups yet); " + reset.groupsNow +
+            " groups back.") +
+        " Brokers re-register by themselves within 30 s (Redis restarted empty, a failover to an empty replica, " +
+        "or a FLUSHALL)."));
+    }
     if (p.noMaster.length) {
       items.push(h("li", { class: "bad", "data-problem": "no-master" },
         h("strong", {}, p.noMaster.length + (p.noMaster.length === 1 ? " group without" : " groups without") + " a live master: "),
