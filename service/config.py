@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import ssl
+import sys
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Mapping, NoReturn
 
 from service.addresses import AddressList, PatternError
 from service.redis_cluster import names_several_hosts, parse_cluster_url
@@ -76,6 +78,11 @@ class Settings:
     http_header_timeout_ms: int = 10_000
     http_body_timeout_ms: int = 30_000
     max_watches: int = 1_000
+    # --- TLS on the RocketMQ port (service/remoting/tls.py), RocketMQ's tls.server.mode
+    remoting_tls_mode: str = "permissive"  # disabled | permissive | enforcing
+    remoting_tls_cert: str | None = None  # PEM; with remoting_tls_key; none: a self-signed one
+    remoting_tls_key: str | None = None
+    remoting_tls_client_ca: str | None = None  # PEM: TLS clients must present a certificate it signed
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -133,6 +140,11 @@ ENV: dict[str, tuple[str, type | object]] = {
     "RMQ_HTTP_HEADER_TIMEOUT_MS": ("http_header_timeout_ms", int),
     "RMQ_HTTP_BODY_TIMEOUT_MS": ("http_body_timeout_ms", int),
     "RMQ_MAX_WATCHES": ("max_watches", int),
+    # TLS on the RocketMQ port
+    "RMQ_REMOTING_TLS_MODE": ("remoting_tls_mode", str),
+    "RMQ_REMOTING_TLS_CERT": ("remoting_tls_cert", str),
+    "RMQ_REMOTING_TLS_KEY": ("remoting_tls_key", str),
+    "RMQ_REMOTING_TLS_CLIENT_CA": ("remoting_tls_client_ca", str),
 }
 
 # variable -> the least value that makes sense (a frame of the largest size must fit the buffer)
@@ -188,7 +200,34 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     if settings.auth_reads not in ("open", "token"):
         raise SystemExit(f"RMQ_AUTH_READS must be 'open' or 'token', not {settings.auth_reads!r}")
     _check_cluster_url(settings)
+    _check_remoting_tls(settings)
     return settings
+
+
+def _check_remoting_tls(settings: Settings) -> None:
+    """The TLS mode is one of RocketMQ's; a certificate comes with its key, and both load."""
+    mode = settings.remoting_tls_mode
+    if mode not in ("disabled", "permissive", "enforcing"):
+        _refuse(f"RMQ_REMOTING_TLS_MODE must be 'disabled', 'permissive' or 'enforcing', not {mode!r}")
+    cert, key, ca = settings.remoting_tls_cert, settings.remoting_tls_key, settings.remoting_tls_client_ca
+    if (cert is None) != (key is None):
+        _refuse("RMQ_REMOTING_TLS_CERT and RMQ_REMOTING_TLS_KEY go together: set both, or neither "
+                "for a self-signed certificate")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        if cert is not None:
+            context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:  # the message never holds the key's contents
+        _refuse(f"RMQ_REMOTING_TLS_CERT={cert}, RMQ_REMOTING_TLS_KEY={key}: cannot load them ({_why(e)})")
+    try:
+        if ca is not None:
+            context.load_verify_locations(ca)
+    except (OSError, ssl.SSLError) as e:
+        _refuse(f"RMQ_REMOTING_TLS_CLIENT_CA={ca}: cannot load it ({_why(e)})")
+
+
+def _why(e: OSError) -> str:
+    return getattr(e, "reason", None) or e.strerror or str(e)
 
 
 def _check_cluster_url(settings: Settings) -> None:
@@ -203,3 +242,9 @@ def _check_cluster_url(settings: Settings) -> None:
     elif not url.startswith("redis+sentinel://") and names_several_hosts(url):
         raise SystemExit("REDIS_URL names several hosts: set RMQ_REDIS_CLUSTER=true for a Redis Cluster's seed "
                          "nodes, or use redis+sentinel:// for Sentinels")
+
+
+def _refuse(line: str) -> NoReturn:
+    """A bad TLS setting: one line on stderr, exit status 2 (the docs' status for a bad setting)."""
+    print(line, file=sys.stderr)
+    raise SystemExit(2)

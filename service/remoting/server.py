@@ -37,7 +37,7 @@ import time
 import uuid
 from collections import Counter
 
-from service.remoting import codec, codes, proxy
+from service.remoting import codec, codes, proxy, tls
 from service.remoting.byte_budget import ByteBudget
 from service.remoting.connection import Connection
 from service.remoting.handlers import dispatch
@@ -87,7 +87,7 @@ class RemotingServer:
         self.refused: Counter[str] = Counter()
         self.closed: Counter[str] = Counter()
         self._refusal_logged = (float("-inf"), 0)  # (when, refused count then): one line per burst
-        self.server: asyncio.Server | None = None
+        self.server: asyncio.Server | tls.Listener | None = None
         self._bound: int | None = None
         self.connections: set[asyncio.Task[None]] = set()
         self.open: dict[asyncio.Task[None], Connection] = {}
@@ -105,11 +105,24 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        # asyncio.start_server's protocol, answering cached route reads as they arrive
-        self.server = await loop.create_server(
-            lambda: RouteReads(asyncio.StreamReader(loop=loop), self._connection, loop, SMALL_FRAME, WRITE_BUFFER_LIMIT),
-            self.host, self.port, reuse_address=True)
-        self._bound = self.ctx.listen_port = self.server.sockets[0].getsockname()[1]
+
+        def protocol(source: tuple[str, int] | None = None) -> RouteReads:
+            """asyncio.start_server's protocol, answering cached route reads as they arrive."""
+            connected = self._connection if source is None else functools.partial(self._connection, source=source)
+            return RouteReads(asyncio.StreamReader(loop=loop), connected, loop, SMALL_FRAME, WRITE_BUFFER_LIMIT)
+
+        settings = self.ctx.settings
+        if settings.remoting_tls_mode == "disabled":
+            self.server = await loop.create_server(protocol, self.host, self.port, reuse_address=True)
+            self._bound = self.server.sockets[0].getsockname()[1]
+        else:  # the first byte of each connection says TLS or plain (service/remoting/tls.py)
+            context = await asyncio.to_thread(tls.context_for, settings.remoting_tls_mode, settings.remoting_tls_cert,
+                                              settings.remoting_tls_key, settings.remoting_tls_client_ca)
+            self.server = tls.Listener(settings.remoting_tls_mode, context, protocol, proxy_protocol=self.proxy_protocol,
+                                       first_byte_s=self.idle_s, handshake_s=self.frame_timeout_s,
+                                       admit=self._admit, refused=self.refused, closed=self.closed)
+            self._bound = await self.server.start(self.host, self.port)
+        self.ctx.listen_port = self._bound
         self._sweeper = asyncio.create_task(self._sweep())
         log.info("RocketMQ remoting endpoint on %s:%d", self.host, self.bound_port)
 
@@ -144,23 +157,27 @@ class RemotingServer:
                     conn.close("idle")
 
     # ------------------------------------------------------------------ connections
-    def _admit(self, writer: asyncio.StreamWriter) -> bool:
-        """Whether a new connection may be served (a hook for more checks at connection start)."""
-        if len(self.open) < self.max_connections:
+    def _admit(self, pending: int = 0) -> bool:
+        """Whether a new connection may be served (`pending`: connections accepted and not
+        yet open, tls.Listener's); the caller closes it when not."""
+        if len(self.open) + pending < self.max_connections:
             return True
         self.refused["too_many_connections"] += 1
         now = time.monotonic()
         logged_at, count_then = self._refusal_logged
         if now - logged_at >= 10:
             log.warning("refusing RocketMQ connections: %d open, RMQ_REMOTING_MAX_CONNECTIONS=%d "
-                        "(%d refused since the last report)", len(self.open), self.max_connections,
+                        "(%d refused since the last report)", len(self.open) + pending, self.max_connections,
                         self.refused["too_many_connections"] - count_then)
             self._refusal_logged = (now, self.refused["too_many_connections"])
-        writer.transport.abort()
         return False
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self._admit(writer):
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                          source: tuple[str, int] | None = None) -> None:
+        """One connection's frames. `source`: the client's address, when tls.Listener has
+        read the connection's PROXY header already."""
+        if not self._admit():
+            writer.transport.abort()
             return
         task = asyncio.current_task()
         assert task is not None
@@ -179,7 +196,11 @@ class RemotingServer:
         closed_by_peer = True
         slice_start = loop.time()
         try:
-            if self.proxy_protocol:  # the balancer's header names the client: it is the peer from now on
+            if source is not None:  # read off the socket before TLS (tls.Listener)
+                peer = conn.peer = source
+                channel.peer = peer[0]
+            elif self.proxy_protocol and self.ctx.settings.remoting_tls_mode == "disabled":
+                # the balancer's header names the client: it is the peer from now on
                 peer = conn.peer = await proxy.client_address(reader, peer)
                 channel.peer = peer[0]
             protocol = writer.transport.get_protocol()

@@ -1,0 +1,205 @@
+"""TLS on the RocketMQ port, in RocketMQ's three modes (RMQ_REMOTING_TLS_MODE, Java's
+tls.server.mode): permissive (the default: the first byte decides), enforcing (TLS only),
+disabled (plain only); a configured certificate or a self-signed one; the PROXY header
+before TLS; bad TLS settings refused in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.config import Settings, from_env
+from service.remoting import codes
+from service.worker import REMOTING
+from tests.builders import registration
+from tests.remoting.client import RemotingClient
+from tests.remoting.conftest import Worker
+from tests.remoting.frames import register, route
+from tests.remoting.test_proxy_protocol import v1, v2
+from tests.tls_certs import Certs, insecure_client, make_certs
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+async def read_route(worker: Worker, tls_context: ssl.SSLContext | None, topic: str = "T1") -> bytes:
+    """Registers a broker with `topic` and reads its route over one connection; the route body."""
+    client = await RemotingClient.connect(worker.port, tls=tls_context)
+    try:
+        assert (await client.call(register(registration(topics=[topic])))).code == codes.SUCCESS
+        answer = await client.call(route(topic))
+        assert answer.code == codes.SUCCESS, answer.remark
+        return answer.body
+    finally:
+        await client.close()
+
+
+async def refused(port: int, tls_context: ssl.SSLContext | None) -> bool:
+    """True when the server ends the connection before answering a route read."""
+    try:
+        client = await RemotingClient.connect(port, tls=tls_context)
+    except (ssl.SSLError, ConnectionError):
+        return True  # refused within the handshake
+    try:
+        await client.send(route("T1"))
+        return await client.closed()
+    except (ssl.SSLError, ConnectionError):
+        return True
+    finally:
+        await client.close()
+
+
+# ---------------------------------------------------------------------- permissive
+async def test_permissive_is_the_default_of_the_settings_and_the_environment() -> None:
+    assert Settings().remoting_tls_mode == "permissive"
+    assert from_env({}).remoting_tls_mode == "permissive"
+
+
+async def test_permissive_serves_a_tls_client_with_a_self_signed_certificate(worker: Worker) -> None:
+    client = await RemotingClient.connect(worker.port, tls=insecure_client())
+    try:
+        assert client.writer.get_extra_info("ssl_object").version() in ("TLSv1.2", "TLSv1.3")
+        assert (await client.call(register(registration(topics=["T1"])))).code == codes.SUCCESS
+        assert (await client.call(route("T1"))).code == codes.SUCCESS
+    finally:
+        await client.close()
+
+
+async def test_permissive_serves_plain_and_tls_clients_the_same_route(worker: Worker) -> None:
+    assert await read_route(worker, None) == await read_route(worker, insecure_client())
+
+
+async def test_a_cached_route_read_over_tls_is_answered_encrypted(worker: Worker) -> None:
+    """The cached answers written as the bytes arrive (route_reads.py) go through TLS too."""
+    client = await RemotingClient.connect(worker.port, tls=insecure_client())
+    try:
+        assert (await client.call(register(registration(topics=["T1"])))).code == codes.SUCCESS
+        answers = [await client.call(route("T1")) for _ in range(5)]  # the first fills the cache
+        assert {a.code for a in answers} == {codes.SUCCESS} and len({a.body for a in answers}) == 1
+    finally:
+        await client.close()
+
+
+async def test_a_configured_certificate_is_the_one_served(make_worker: Any, certs: Certs) -> None:
+    worker = await make_worker(remoting_tls_cert=str(certs.server), remoting_tls_key=str(certs.server_key))
+    # the client checks the certificate against the CA and the name localhost
+    assert await read_route(worker, certs.client_context())
+
+
+async def test_a_broken_handshake_is_closed_and_counted(worker: Worker) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", worker.port)
+    writer.write(b"\x16\x03\x01\x00\x05hello")  # a handshake record of nonsense
+    await writer.drain()
+    await asyncio.wait_for(reader.read(), 5)  # an alert perhaps, then the close
+    assert reader.at_eof()
+    for _ in range(50):
+        if worker.app[REMOTING].refused["tls_handshake"]:
+            break
+        await asyncio.sleep(0.1)
+    assert worker.app[REMOTING].refused["tls_handshake"] == 1
+    writer.close()
+
+
+# ---------------------------------------------------------------------- enforcing, disabled
+async def test_enforcing_refuses_a_plain_client_before_reading_a_frame(make_worker: Any) -> None:
+    worker = await make_worker(remoting_tls_mode="enforcing")
+    assert await refused(worker.port, None)
+    for _ in range(50):
+        if worker.app[REMOTING].refused["tls_required"]:
+            break
+        await asyncio.sleep(0.1)
+    assert worker.app[REMOTING].refused["tls_required"] == 1
+
+
+async def test_enforcing_serves_a_tls_client(make_worker: Any) -> None:
+    worker = await make_worker(remoting_tls_mode="enforcing")
+    assert await read_route(worker, insecure_client())
+
+
+async def test_disabled_refuses_a_tls_client(make_worker: Any) -> None:
+    worker = await make_worker(remoting_tls_mode="disabled")
+    assert await refused(worker.port, insecure_client())
+
+
+async def test_disabled_serves_a_plain_client(make_worker: Any) -> None:
+    worker = await make_worker(remoting_tls_mode="disabled")
+    assert await read_route(worker, None)
+
+
+async def test_a_client_ca_refuses_a_tls_client_without_a_certificate(make_worker: Any, certs: Certs) -> None:
+    worker = await make_worker(remoting_tls_mode="enforcing", remoting_tls_cert=str(certs.server),
+                               remoting_tls_key=str(certs.server_key), remoting_tls_client_ca=str(certs.ca))
+    assert await refused(worker.port, certs.client_context())
+
+
+async def test_a_client_ca_serves_a_client_with_a_certificate_it_signed(make_worker: Any, certs: Certs) -> None:
+    worker = await make_worker(remoting_tls_mode="enforcing", remoting_tls_cert=str(certs.server),
+                               remoting_tls_key=str(certs.server_key), remoting_tls_client_ca=str(certs.ca))
+    assert await read_route(worker, certs.client_context(own_certificate=True))
+
+
+# ---------------------------------------------------------------------- the PROXY header, then TLS
+@pytest.mark.parametrize("header", [v1("10.1.2.3"), v2("10.1.2.3"), v2(None)], ids=["v1", "v2", "v2-local"])
+async def test_the_proxy_header_comes_in_clear_before_the_tls_handshake(make_worker: Any, header: bytes) -> None:
+    worker = await make_worker(remoting_proxy_protocol=True, remoting_tls_mode="enforcing")
+    reader, writer = await asyncio.open_connection("127.0.0.1", worker.port)
+    writer.write(header)
+    await writer.drain()
+    await writer.start_tls(insecure_client(), server_hostname="localhost")
+    client = RemotingClient(reader, writer)
+    try:
+        assert (await client.call(register(registration(topics=["T1"])))).code == codes.SUCCESS
+    finally:
+        await client.close()
+
+
+async def test_tls_without_the_proxy_header_is_closed(make_worker: Any) -> None:
+    worker = await make_worker(remoting_proxy_protocol=True)
+    assert await refused(worker.port, insecure_client())
+
+
+# ---------------------------------------------------------------------- settings
+@pytest.mark.parametrize("env, line", [
+    ({"RMQ_REMOTING_TLS_MODE": "strict"},
+     "RMQ_REMOTING_TLS_MODE must be 'disabled', 'permissive' or 'enforcing', not 'strict'"),
+    ({"RMQ_REMOTING_TLS_CERT": "/etc/tls/tls.crt"},
+     "RMQ_REMOTING_TLS_CERT and RMQ_REMOTING_TLS_KEY go together: set both, or neither for a self-signed certificate"),
+    ({"RMQ_REMOTING_TLS_CERT": "/nonexistent/tls.crt", "RMQ_REMOTING_TLS_KEY": "/nonexistent/tls.key"},
+     "RMQ_REMOTING_TLS_CERT=/nonexistent/tls.crt, RMQ_REMOTING_TLS_KEY=/nonexistent/tls.key: cannot load them "
+     "(No such file or directory)"),
+], ids=["unknown-mode", "cert-without-key", "missing-files"])
+def test_a_bad_tls_setting_is_one_line_and_exit_status_2(env: dict[str, str], line: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        from_env(env)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_a_key_that_is_not_the_certificates_is_refused(certs: Certs, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        from_env({"RMQ_REMOTING_TLS_CERT": str(certs.server), "RMQ_REMOTING_TLS_KEY": str(certs.client_key)})
+    err = capsys.readouterr().err
+    assert err.startswith(f"RMQ_REMOTING_TLS_CERT={certs.server}, RMQ_REMOTING_TLS_KEY={certs.client_key}: "
+                          "cannot load them (KEY_VALUES_MISMATCH)") and err.count("\n") == 1
+
+
+def test_a_client_ca_that_is_no_certificate_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ca.pem").write_text("not a certificate\n")
+    with pytest.raises(SystemExit):
+        from_env({"RMQ_REMOTING_TLS_CLIENT_CA": str(tmp_path / "ca.pem")})
+    assert capsys.readouterr().err.startswith(f"RMQ_REMOTING_TLS_CLIENT_CA={tmp_path / 'ca.pem'}: cannot load it (")
+
+
+async def test_the_self_signed_certificate_is_for_localhost_and_signs_itself(worker: Worker) -> None:
+    first = await RemotingClient.connect(worker.port, tls=insecure_client())
+    der = first.writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    await first.close()
+    trusting = ssl.create_default_context(cadata=der)  # the certificate as its own CA, name checked
+    assert await read_route(worker, trusting)
