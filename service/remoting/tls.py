@@ -45,7 +45,6 @@ from service.remoting import proxy
 
 log = logging.getLogger(__name__)
 
-MODES = ("disabled", "permissive", "enforcing")
 HANDSHAKE = 0x16  # a TLS record of type handshake: what every TLS client sends first
 # the self-signed certificate's lifetime; a worker makes a new one at every start
 SELF_SIGNED_DAYS = 3650
