@@ -106,6 +106,25 @@ async def test_a_broken_handshake_is_closed_and_counted(worker: Worker) -> None:
     writer.close()
 
 
+async def test_a_connection_that_sends_no_byte_is_closed_as_idle(make_worker: Any) -> None:
+    worker = await make_worker(remoting_idle_ms=300)
+    reader, writer = await asyncio.open_connection("127.0.0.1", worker.port)
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+    assert worker.app[REMOTING].closed["idle"] == 1
+
+
+async def test_connections_before_their_first_byte_count_against_the_cap(make_worker: Any) -> None:
+    worker = await make_worker(remoting_max_connections=2)
+    silent = [await asyncio.open_connection("127.0.0.1", worker.port) for _ in range(2)]
+    await asyncio.sleep(0.2)  # both accepted
+    reader, writer = await asyncio.open_connection("127.0.0.1", worker.port)
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert worker.app[REMOTING].refused["too_many_connections"] == 1
+    for _, w in [*silent, (reader, writer)]:
+        w.close()
+
+
 # ---------------------------------------------------------------------- enforcing, disabled
 async def test_enforcing_refuses_a_plain_client_before_reading_a_frame(make_worker: Any) -> None:
     worker = await make_worker(remoting_tls_mode="enforcing")
