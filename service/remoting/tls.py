@@ -183,9 +183,8 @@ class Listener:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                sock.bind(address)
-                if port == 0:  # the other addresses on the port the first was given
-                    port = sock.getsockname()[1]
+                sock.bind((address[0], port, *address[2:]))  # port 0: the others on the first's
+                port = sock.getsockname()[1]
                 sock.listen(backlog)
                 sock.setblocking(False)
         except OSError:
