@@ -86,6 +86,7 @@ class RemotingServer:
         self.counts: Counter[tuple[int, int]] = Counter()  # (request code, response code) -> n
         self.refused: Counter[str] = Counter()
         self.closed: Counter[str] = Counter()
+        self.served: Counter[str] = Counter()  # "plain" / "tls": connections past the cap
         self._refusal_logged = (float("-inf"), 0)  # (when, refused count then): one line per burst
         self.server: asyncio.Server | tls.Listener | None = None
         self._bound: int | None = None
@@ -179,6 +180,7 @@ class RemotingServer:
         if not self._admit():
             writer.transport.abort()
             return
+        self.served["tls" if writer.get_extra_info("ssl_object") is not None else "plain"] += 1
         task = asyncio.current_task()
         assert task is not None
         self.connections.add(task)

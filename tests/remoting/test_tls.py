@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from service.config import Settings, from_env
-from service.remoting import codes
+from service.remoting import codes, tls
 from service.worker import REMOTING
 from tests.builders import registration
 from tests.remoting.client import RemotingClient
@@ -75,6 +76,15 @@ async def test_permissive_serves_plain_and_tls_clients_the_same_route(worker: Wo
     assert await read_route(worker, None) == await read_route(worker, insecure_client())
 
 
+async def test_connections_served_are_counted_by_transport_in_the_metrics(worker: Worker) -> None:
+    await read_route(worker, None)
+    await read_route(worker, insecure_client())
+    await read_route(worker, insecure_client())
+    metrics = await (await worker.http.get("/metrics")).text()
+    assert 'rmq_remoting_connections_served_total{transport="plain"} 1.0' in metrics
+    assert 'rmq_remoting_connections_served_total{transport="tls"} 2.0' in metrics
+
+
 async def test_a_cached_route_read_over_tls_is_answered_encrypted(worker: Worker) -> None:
     """The cached answers written as the bytes arrive (route_reads.py) go through TLS too."""
     client = await RemotingClient.connect(worker.port, tls=insecure_client())
@@ -125,6 +135,18 @@ async def test_connections_before_their_first_byte_count_against_the_cap(make_wo
         w.close()
 
 
+async def test_every_address_of_the_host_listens_on_one_port() -> None:
+    listener = tls.Listener("permissive", None, lambda source: asyncio.Protocol(), proxy_protocol=False,
+                            first_byte_s=1, handshake_s=1, admit=lambda pending: True, refused=Counter(),
+                            closed=Counter())
+    port = await listener.start("", 0)  # every interface: 0.0.0.0 and :: (for well under a second)
+    try:
+        assert {s.getsockname()[1] for s in listener.sockets} == {port}
+    finally:
+        listener.close()
+        await listener.wait_closed()
+
+
 # ---------------------------------------------------------------------- enforcing, disabled
 async def test_enforcing_refuses_a_plain_client_before_reading_a_frame(make_worker: Any) -> None:
     worker = await make_worker(remoting_tls_mode="enforcing")
@@ -134,6 +156,8 @@ async def test_enforcing_refuses_a_plain_client_before_reading_a_frame(make_work
             break
         await asyncio.sleep(0.1)
     assert worker.app[REMOTING].refused["tls_required"] == 1
+    metrics = await (await worker.http.get("/metrics")).text()
+    assert 'rmq_remoting_connections_refused_total{reason="tls_required"} 1.0' in metrics
 
 
 async def test_enforcing_serves_a_tls_client(make_worker: Any) -> None:
