@@ -248,7 +248,9 @@ class Listener:
                 await loop.connect_accepted_socket(
                     lambda: self.factory(source), sock, ssl=context,
                     ssl_handshake_timeout=self.handshake_s if context else None)
-            except (ssl.SSLError, ConnectionError, asyncio.TimeoutError, OSError) as e:
+            except OSError as e:  # ssl.SSLError, a reset, the handshake's timeout
+                if context is None:
+                    raise
                 raise Refused("tls_handshake", f"TLS handshake failed: {_reason(e)}") from None
         except proxy.ProxyHeaderError as e:  # said (and counted) before the close the client sees
             log.warning("closing connection %s (RMQ_REMOTING_PROXY_PROTOCOL=true): %s", peer, e)
@@ -256,6 +258,9 @@ class Listener:
         except Refused as e:  # refused as it opened; or idle before its first byte
             (self.closed if e.reason == "idle" else self.refused)[e.reason] += 1
             log.info("closing connection %s: %s", peer, e)
+            sock.close()
+        except OSError as e:  # reset by the client before it was served
+            log.debug("connection %s lost before its first frame: %s", peer, e)
             sock.close()
         except BaseException:
             sock.close()

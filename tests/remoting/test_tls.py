@@ -6,7 +6,10 @@ before TLS; bad TLS settings refused in one line."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 import ssl
+import struct
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -145,6 +148,18 @@ async def test_every_address_of_the_host_listens_on_one_port() -> None:
     finally:
         listener.close()
         await listener.wait_closed()
+
+
+async def test_a_connection_reset_before_its_first_byte_is_one_debug_line(
+        worker: Worker, caplog: pytest.LogCaptureFixture) -> None:
+    sock = socket.create_connection(("127.0.0.1", worker.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with caplog.at_level(logging.DEBUG, logger="service.remoting.tls"):
+        await asyncio.sleep(0.2)  # accepted, its first byte awaited
+        sock.close()  # a reset, no byte sent
+        await asyncio.sleep(0.3)
+    lines = [r for r in caplog.records if r.name == "service.remoting.tls"]
+    assert [(r.levelno, "lost before its first frame" in r.getMessage()) for r in lines] == [(logging.DEBUG, True)]
 
 
 # ---------------------------------------------------------------------- enforcing, disabled
