@@ -8,6 +8,9 @@ the cache answers are answered as their bytes arrive, by the connection's protoc
 the stream sees them (service/remoting/route_reads.py). A request's
 failure is answered (SYSTEM_ERROR) and the connection goes on; a frame that cannot be
 decoded, or is above the 16 MiB limit, closes that connection only, as NettyDecoder does.
+Each connection is TLS or plain as its first byte says (RMQ_REMOTING_TLS_MODE, as
+RocketMQ's tls.server.mode): service/remoting/tls.py accepts them in modes permissive
+(the default) and enforcing; in mode disabled an asyncio server does.
 
 What one client can hold is bounded (docs/remoting.md lists every limit):
 
