@@ -12,6 +12,7 @@ exit code 2.
 from __future__ import annotations
 
 import os
+import ssl
 from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
 
 import annotated_types
@@ -101,6 +102,13 @@ class Settings(BaseModel):
     http_header_timeout_ms: Positive = 10_000
     http_body_timeout_ms: Positive = 30_000
     max_watches: NonNegative = 1_000
+    # TLS on the RocketMQ port (service/remoting/tls.py), RocketMQ's tls.server.mode
+    remoting_tls_mode: Literal["disabled", "permissive", "enforcing"] = "permissive"
+    remoting_tls_cert: Annotated[str | None, Field(description=(
+        "a PEM certificate file, with RMQ_REMOTING_TLS_KEY; unset: a self-signed one"))] = None
+    remoting_tls_key: Annotated[str | None, Field(description="its PEM key file (not encrypted)")] = None
+    remoting_tls_client_ca: Annotated[str | None, Field(description=(
+        "a PEM CA file: TLS clients must present a certificate it signed"))] = None
     extra: Mapping[str, str] = Field(default_factory=dict, validation_alias="extra")
 
     @field_validator("remoting_white_addresses")
@@ -128,6 +136,7 @@ class Settings(BaseModel):
         if self.version_poll_ms >= self.max_staleness_ms > 0:
             raise ValueError(f"RMQ_VERSION_POLL_MS={self.version_poll_ms}: must be below RMQ_MAX_STALENESS_MS="
                              f"{self.max_staleness_ms}, or the cache would never be fresh")
+        _check_remoting_tls(self.remoting_tls_cert, self.remoting_tls_key, self.remoting_tls_client_ca)
         return self
 
     @property
@@ -206,3 +215,27 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     given = {var: env[var] for var in ENV if env.get(var)}
     return _validated({"RMQ_REMOTING_PORT": "9876", **given}, given)
+
+
+def _check_remoting_tls(cert: str | None, key: str | None, ca: str | None) -> None:
+    """A certificate comes with its key, and what is named loads (the message never holds a
+    key's contents)."""
+    if (cert is None) != (key is None):
+        raise ValueError("RMQ_REMOTING_TLS_CERT and RMQ_REMOTING_TLS_KEY go together: set both, or neither "
+                         "for a self-signed certificate")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        if cert is not None:
+            context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"RMQ_REMOTING_TLS_CERT={cert}, RMQ_REMOTING_TLS_KEY={key}: cannot load them ({_why(e)})") \
+            from None
+    try:
+        if ca is not None:
+            context.load_verify_locations(ca)
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"RMQ_REMOTING_TLS_CLIENT_CA={ca}: cannot load it ({_why(e)})") from None
+
+
+def _why(e: OSError) -> str:
+    return getattr(e, "reason", None) or e.strerror or str(e)

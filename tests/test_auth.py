@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -241,34 +239,3 @@ async def test_redis_with_a_password_is_reached_through_the_url(aiohttp_client) 
         assert "wrong-one" not in str(refused.value)
     finally:
         server.cleanup()
-
-
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed to make a test certificate")
-async def test_redis_over_tls_is_reached_through_a_rediss_url(aiohttp_client, tmp_path: Path) -> None:
-    from service.worker import create_app
-    from service.config import Settings
-    from tests.redis_server import free_port
-
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
-                             "--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(cert),
-                             "--tls-auth-clients", "no", "--save", "", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={cert}"
-    try:
-        for _ in range(100):
-            try:
-                if redis.Redis.from_url(url).ping():
-                    break
-            except redis.RedisError:
-                await asyncio.sleep(0.05)
-        client = await aiohttp_client(create_app(Settings(redis_url=url)))
-        await register(client, registration())
-        assert (await client.get("/v1/routes/TopicTest")).status == 200
-    finally:
-        proc.kill()
-        proc.wait()

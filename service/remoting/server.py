@@ -8,6 +8,9 @@ the cache answers are answered as their bytes arrive, by the connection's protoc
 the stream sees them (service/remoting/route_reads.py). A request's
 failure is answered (SYSTEM_ERROR) and the connection goes on; a frame that cannot be
 decoded, or is above the 16 MiB limit, closes that connection only, as NettyDecoder does.
+Each connection is TLS or plain as its first byte says (RMQ_REMOTING_TLS_MODE, as
+RocketMQ's tls.server.mode): service/remoting/tls.py accepts them in modes permissive
+(the default) and enforcing; in mode disabled an asyncio server does.
 
 What one client can hold is bounded (docs/remoting.md lists every limit):
 
@@ -37,7 +40,7 @@ import time
 import uuid
 from collections import Counter
 
-from service.remoting import codec, codes, proxy
+from service.remoting import codec, codes, proxy, tls
 from service.remoting.byte_budget import ByteBudget
 from service.remoting.connection import Connection
 from service.remoting.handlers import dispatch, zone_asked
@@ -86,8 +89,9 @@ class RemotingServer:
         self.counts: Counter[tuple[int, int]] = Counter()  # (request code, response code) -> n
         self.refused: Counter[str] = Counter()
         self.closed: Counter[str] = Counter()
+        self.served: Counter[str] = Counter()  # "plain" / "tls": connections past the cap
         self._refusal_logged = (float("-inf"), 0)  # (when, refused count then): one line per burst
-        self.server: asyncio.Server | None = None
+        self.server: asyncio.Server | tls.Listener | None = None
         self._bound: int | None = None
         self.connections: set[asyncio.Task[None]] = set()
         self.open: dict[asyncio.Task[None], Connection] = {}
@@ -105,11 +109,24 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        # asyncio.start_server's protocol, answering cached route reads as they arrive
-        self.server = await loop.create_server(
-            lambda: RouteReads(asyncio.StreamReader(loop=loop), self._connection, loop, SMALL_FRAME, WRITE_BUFFER_LIMIT),
-            self.host, self.port, reuse_address=True)
-        self._bound = self.ctx.listen_port = self.server.sockets[0].getsockname()[1]
+
+        def protocol(source: tuple[str, int] | None = None) -> RouteReads:
+            """asyncio.start_server's protocol, answering cached route reads as they arrive."""
+            connected = self._connection if source is None else functools.partial(self._connection, source=source)
+            return RouteReads(asyncio.StreamReader(loop=loop), connected, loop, SMALL_FRAME, WRITE_BUFFER_LIMIT)
+
+        settings = self.ctx.settings
+        if settings.remoting_tls_mode == "disabled":
+            self.server = await loop.create_server(protocol, self.host, self.port, reuse_address=True)
+            self._bound = self.server.sockets[0].getsockname()[1]
+        else:  # the first byte of each connection says TLS or plain (service/remoting/tls.py)
+            context = await asyncio.to_thread(tls.context_for, settings.remoting_tls_mode, settings.remoting_tls_cert,
+                                              settings.remoting_tls_key, settings.remoting_tls_client_ca)
+            self.server = tls.Listener(settings.remoting_tls_mode, context, protocol, proxy_protocol=self.proxy_protocol,
+                                       first_byte_s=self.idle_s, handshake_s=self.frame_timeout_s,
+                                       admit=self._admit, refused=self.refused, closed=self.closed)
+            self._bound = await self.server.start(self.host, self.port)
+        self.ctx.listen_port = self._bound
         self._sweeper = asyncio.create_task(self._sweep())
         log.info("RocketMQ remoting endpoint on %s:%d", self.host, self.bound_port)
 
@@ -145,24 +162,29 @@ class RemotingServer:
                     conn.close("idle")
 
     # ------------------------------------------------------------------ connections
-    def _admit(self, writer: asyncio.StreamWriter) -> bool:
-        """Whether a new connection may be served (a hook for more checks at connection start)."""
-        if len(self.open) < self.max_connections:
+    def _admit(self, pending: int = 0) -> bool:
+        """Whether a new connection may be served (`pending`: connections accepted and not
+        yet open, tls.Listener's); the caller closes it when not."""
+        if len(self.open) + pending < self.max_connections:
             return True
         self.refused["too_many_connections"] += 1
         now = time.monotonic()
         logged_at, count_then = self._refusal_logged
         if now - logged_at >= 10:
             log.warning("refusing RocketMQ connections: %d open, RMQ_REMOTING_MAX_CONNECTIONS=%d "
-                        "(%d refused since the last report)", len(self.open), self.max_connections,
+                        "(%d refused since the last report)", len(self.open) + pending, self.max_connections,
                         self.refused["too_many_connections"] - count_then)
             self._refusal_logged = (now, self.refused["too_many_connections"])
-        writer.transport.abort()
         return False
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self._admit(writer):
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                          source: tuple[str, int] | None = None) -> None:
+        """One connection's frames. `source`: the client's address, when tls.Listener has
+        read the connection's PROXY header already."""
+        if not self._admit():
+            writer.transport.abort()
             return
+        self.served["tls" if writer.get_extra_info("ssl_object") is not None else "plain"] += 1
         task = asyncio.current_task()
         assert task is not None
         self.connections.add(task)
@@ -183,7 +205,11 @@ class RemotingServer:
         assert isinstance(protocol, RouteReads)  # start() makes every connection's
         frames = protocol.taken  # the reader, counting what this loop takes from it
         try:
-            if self.proxy_protocol:  # the balancer's header names the client: it is the peer from now on
+            if source is not None:  # read off the socket before TLS (tls.Listener)
+                peer = conn.peer = source
+                channel.peer = peer[0]
+            elif self.proxy_protocol and self.ctx.settings.remoting_tls_mode == "disabled":
+                # the balancer's header names the client: it is the peer from now on
                 peer = conn.peer = await proxy.client_address(frames, peer)
                 channel.peer = peer[0]
             if self.open_reads:

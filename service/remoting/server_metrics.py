@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from service.remoting.server import RemotingServer
 
 # Why the server refuses a connection as it opens, and why it closes one.
-REFUSALS = ("too_many_connections",)
+REFUSALS = ("too_many_connections", "tls_required", "tls_handshake", "tls_unavailable")  # tls: service/remoting/tls.py
+TRANSPORTS = ("plain", "tls")
 CLOSINGS = ("idle", "slow_frame", "bad_frame", "answer_failed")
 
 
@@ -33,7 +34,7 @@ KNOWN_ANSWERS = frozenset({
 class RequestCounts(Collector):
     """``rmq_remoting_requests_total{code,response,response_name}``, from the server's plain counts: a
     labelled Prometheus counter costs a lock and a label lookup per request. Also the
-    connections: open now, refused, and closed by the server by reason."""
+    connections: open now, refused, and closed by the server by reason, served by transport."""
 
     def __init__(self, server: "RemotingServer") -> None:
         self.server = server
@@ -58,3 +59,9 @@ class RequestCounts(Collector):
             closed.add_metric([reason], self.server.closed[reason])
         yield refused
         yield closed
+        accepted = CounterMetricFamily("rmq_remoting_connections_served",
+                                       "RocketMQ remoting connections served, by transport (plain or TLS)",
+                                       labels=["transport"])
+        for transport in TRANSPORTS:
+            accepted.add_metric([transport], self.server.served[transport])
+        yield accepted

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import struct
 
 from service.remoting import acl, codec
@@ -34,9 +35,12 @@ class RemotingClient:
         self.writer = writer
 
     @classmethod
-    async def connect(cls, port: int, host: str = "127.0.0.1", source: str | None = None) -> "RemotingClient":
-        """`source`: the local address to connect from (127.0.0.x stand for other hosts)."""
-        reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0) if source else None)
+    async def connect(cls, port: int, host: str = "127.0.0.1", source: str | None = None,
+                      tls: ssl.SSLContext | None = None) -> "RemotingClient":
+        """`source`: the local address to connect from (127.0.0.x stand for other hosts);
+        `tls`: speak TLS with this context (as a client started with -Dtls.enable=true)."""
+        reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0) if source else None,
+                                                       ssl=tls, server_hostname="localhost" if tls else None)
         return cls(reader, writer)
 
     async def send(self, cmd: Command) -> None:
