@@ -555,8 +555,9 @@ local function forget_address(change, addr, name)
 end
 
 -- Removes an address found by its identity row (expiry, connection close): its own
--- rows, then its place in its group, cascading as detach does.
-local function remove_address(change, addr)
+-- rows, then its place in its group, cascading as detach does. `cause`: why it goes
+-- ('connection closed', 'expired', 'unregistered'), for a record of departures.
+local function remove_address(change, addr, cause)
   local name = redis.call('HGET', K.member(addr), 'brokerName')
   forget_address(change, addr, name or nil)
   if name then

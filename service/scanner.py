@@ -1,9 +1,10 @@
 """The expiry loop every worker runs: removes brokers whose deadline has passed.
 
 A pass reads only the due part of the deadline index (ZRANGEBYSCORE up to Redis'
-now), so it costs O(expired), not O(brokers). The destroy script checks the deadline
-again, so a heartbeat that lands between the read and the removal wins, and several
-workers scanning at once do no harm.
+now), so it costs O(expired), not O(brokers). The due addresses go to the worker's one
+removal path (service/removals.py), which removes them in batches and checks each
+deadline again, so a heartbeat that lands between the read and the removal wins, and
+several workers scanning at once do no harm.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from service.registry import Registry
+from service.removals import EXPIRED, REMOVED, Removal, Removals
 from service.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -42,10 +44,9 @@ class ScanStats:
 
 
 class Scanner:
-    CONCURRENCY = 32
-
-    def __init__(self, registry: Registry, interval_ms: int, batch: int = 1000) -> None:
+    def __init__(self, registry: Registry, interval_ms: int, batch: int = 1000, removals: Removals | None = None) -> None:
         self.registry = registry
+        self.removals = removals or Removals(registry)
         self.store = registry.store
         self.interval = interval_ms / 1000
         self.batch = batch
@@ -99,26 +100,19 @@ class Scanner:
         return max(stats.lag_ms, int(redis_now) - stats.oldest_deadline_ms)
 
     async def scan_once(self) -> int:
-        """One pass; returns how many brokers this worker removed."""
+        """One pass; returns how many brokers this worker removed on expiry. Waits for the
+        removal path to settle what it found due (StoreUnavailable when it cannot reach
+        Redis: the expiries stay queued there all the same)."""
         removed = 0
-        keys, redis = self.store.keys, self.store.redis
         while True:
             due = await self.due()
-            # each removal is its own atomic script; sending a chunk at once overlaps the
-            # round trips instead of paying one per broker
-            for at in range(0, len(due), self.CONCURRENCY):
-                chunk = due[at:at + self.CONCURRENCY]
-                # the cluster, read before the removal deletes the member row: an expiry is
-                # counted by cluster, so a rule tells a cluster lost this way from one whose
-                # brokers unregistered
-                clusters = await asyncio.gather(*(self.store.call(redis.hget(keys.member(a), "cluster")) for a in chunk))
-                gone_all = await asyncio.gather(*map(self.registry.destroy, chunk))
-                for addr, cluster, gone in zip(chunk, clusters, gone_all):
-                    if gone:
-                        removed += 1
-                        name = cluster.decode() if cluster is not None else ""
-                        self.stats.expired_by_cluster[name] = self.stats.expired_by_cluster.get(name, 0) + 1
-                        log.info("broker %s of cluster %s expired: removed from the route tables", addr, name or "?")
+            for settled in await self.removals.settle([Removal(a, "", EXPIRED) for a in due]):
+                # an expiry is counted by cluster, so a rule tells a cluster lost this way
+                # from one whose brokers unregistered
+                if settled.status == REMOVED and settled.removal.cause == EXPIRED:
+                    removed += 1
+                    name = settled.cluster
+                    self.stats.expired_by_cluster[name] = self.stats.expired_by_cluster.get(name, 0) + 1
             if len(due) < self.batch:
                 break
         self.stats.passes += 1

@@ -10,6 +10,7 @@ from typing import Any
 
 from service.models import HeartbeatRequest, QueryDataVersionRequest, RegisterRequest, UnregisterRequest
 from service.registration import body_digest
+from service.removals import UNREGISTERED, Removal
 from service.remoting import bodies, codes
 from service.remoting.bodies import Layout
 from service.remoting.body_deltas import plain_layout
@@ -28,6 +29,7 @@ from service.remoting.requests import (
     ok,
     validate,
 )
+from service.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +191,16 @@ def registration_answer(cmd: Command, result: dict[str, Any]) -> Command:
 
 async def unregister_broker(ctx: HandlerContext, cmd: Command) -> Command:
     req = validate(ctx, UnregisterRequest, identity(cmd))
-    await ctx.registry.unregister(req)
+    try:
+        await ctx.registry.unregister(req)
+    except StoreUnavailable:
+        # a broker shutting down does not ask twice: the worker's removal path sends it
+        # again until Redis answers, for as long as this connection owns the address (a
+        # broker back through another connection meanwhile stays)
+        channel = CHANNEL.get()
+        if channel is not None:
+            ctx.removals.submit([Removal(req.brokerAddr, channel.id, UNREGISTERED)])
+        raise
     return ok(cmd)
 
 
