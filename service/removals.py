@@ -57,10 +57,13 @@ NAMED = 5
 
 
 class Removals:
-    # The (topic, group) pairs one script may remove: 7-9 ms in Redis on an idle 2-core
-    # machine, 16-25 ms with eight other test suites on it (SLOWLOG); a bigger group goes a
-    # slice at a time (lua/remove_batch.lua). bench/README.md's close storm.
-    PAIR_BUDGET = 2_000
+    # The (topic, group) pairs one script may remove: ~4 ms in Redis on an idle 2-core
+    # machine (a whole group of 3,300 takes 8-9 ms, of 10,000 26 ms: SLOWLOG), 11-15 ms
+    # with the machine loaded; a bigger group goes a slice a script (lua/remove_batch.lua).
+    # Against 2,000 in one run of bench/README.md's close storm (100 groups, 330,000
+    # pairs): as fast (1.5-2.2 s against 1.4-1.7 s), live reads' p99 8.5-16 ms against
+    # 17-33 ms: a read waits at Redis behind one script at most.
+    PAIR_BUDGET = 1_000
     MAX_ENTRIES = 256  # entries one script is sent, however cheap they are
     RETRY_FIRST_S = 0.1
     RETRY_MAX_S = 2.0
