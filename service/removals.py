@@ -64,7 +64,7 @@ class Removals:
     # pairs): as fast (1.5-2.2 s against 1.4-1.7 s), live reads' p99 8.5-16 ms against
     # 17-33 ms: a read waits at Redis behind one script at most.
     PAIR_BUDGET = 1_000
-    MAX_ENTRIES = 256  # entries one script is sent, however cheap they are
+    MAX_ENTRIES = 64  # entries one script is sent, however cheap they are (it reaches few when groups are big)
     RETRY_FIRST_S = 0.1
     RETRY_MAX_S = 2.0
     RETRY_LOG_S = 10.0
