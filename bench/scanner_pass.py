@@ -3,7 +3,7 @@
 The live brokers (timeout 1 h) are seeded through register.lua in-process. For each due
 count, that many more brokers register with a 100 ms timeout; once Redis' clock has
 passed all their deadlines, one Scanner.scan_once() (as every worker runs it) is timed,
-and the destroy.lua time in Redis summed from SLOWLOG. Each broker is its own master
+and the remove_batch.lua time in Redis summed from SLOWLOG. Each broker is its own master
 broker group with one topic (of 100 shared ones), so each removal runs the cascade.
 A pass should cost O(due): the same for 1,000 and 10,000 live brokers at a given due count.
 """
@@ -36,7 +36,7 @@ async def run(redis_url: str, port: int, totals: list[int], dues: list[int], rep
     registry = Registry(store)
     scanner = Scanner(registry, interval_ms=5000, batch=1000)
     r = redis.Redis(port=port)
-    sha = script_sha("destroy")
+    sha = script_sha("remove_batch")
     out: dict = {}
     seeded = 0
     serial = 0
@@ -71,11 +71,12 @@ async def run(redis_url: str, port: int, totals: list[int], dues: list[int], rep
                     removed.append(n)
                     assert r.zcard(store.keys.expiry) == total, "the scan left due brokers behind"
                 out[f"{total}/{due}"] = {
-                    "live": total, "due": due, "pass_ms": median(passes), "destroy_in_redis_ms": median(in_redis),
+                    "live": total, "due": due, "pass_ms": median(passes), "removals_in_redis_ms": median(in_redis),
                     "removed": removed, "pass_ms_all": [round(x, 3) for x in passes],
                 }
-                print(f"live {total} due {due}: pass {median(passes):.2f} ms (destroy.lua in Redis {median(in_redis):.2f} ms)")
+                print(f"live {total} due {due}: pass {median(passes):.2f} ms (remove_batch.lua in Redis {median(in_redis):.2f} ms)")
     finally:
+        await scanner.removals.stop()
         await store.close()
     return out
 
@@ -93,7 +94,7 @@ def main() -> None:
     with redis_server() as rs:
         results = asyncio.run(run(rs.url, rs.port, totals, dues, reps))
     summary = [row(f"scanner pass, {v['live']:,} live, {v['due']:,} due", v["pass_ms"], "ms",
-                   f"destroy.lua in Redis {v['destroy_in_redis_ms']:.2f} ms") for v in results.values()]
+                   f"remove_batch.lua in Redis {v['removals_in_redis_ms']:.2f} ms") for v in results.values()]
     write_result(args.out, "scanner_pass", {"totals": totals, "dues": dues, "reps": reps, "batch": 1000,
                                             "statistic": "median"}, {"cases": results}, summary, machine)
 

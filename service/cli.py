@@ -39,9 +39,11 @@ def _scan(settings: Settings) -> int:
 
     async def once() -> int:
         store = Store(settings)
+        scanner = Scanner(Registry(store), settings.scan_interval_ms, settings.scan_batch)
         try:
-            removed = await Scanner(Registry(store), settings.scan_interval_ms, settings.scan_batch).scan_once()
+            removed = await scanner.scan_once()
         finally:
+            await scanner.removals.stop()
             await store.close()
         print(f"expired brokers removed: {removed}")
         return 0

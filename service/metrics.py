@@ -1,4 +1,5 @@
-"""The core's metrics: applied changes, Redis errors, the expiry scanner, the read cache.
+"""The core's metrics: applied changes, Redis errors, the removal path, the expiry scanner,
+the read cache.
 
 A collector rather than live metric objects: the figures are counters the core keeps
 anyway, read when /metrics is scraped. Each front registers its own collectors beside
@@ -19,11 +20,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from service.models import SKIP_REASONS
+from service.removals import CAUSES
 from service.store import READ_SCRIPTS, REFUSAL_CAUSES, SCRIPTS
 
 if TYPE_CHECKING:
     from service.cache import ReadCache
     from service.registry import Registry
+    from service.removals import Removals
     from service.scanner import Scanner
 
 
@@ -42,9 +45,10 @@ def labelled(name: str, text: str, label: str, counts: Counter[str] | dict[str, 
 
 
 class CoreCollector(Collector):
-    def __init__(self, registry: "Registry", scanner: "Scanner", cache: "ReadCache") -> None:
+    def __init__(self, registry: "Registry", scanner: "Scanner", removals: "Removals", cache: "ReadCache") -> None:
         self.registry = registry
         self.scanner = scanner
+        self.removals = removals
         self.cache = cache
         self.started = time.monotonic()  # "unreachable since" for a worker that never reached Redis
 
@@ -91,6 +95,15 @@ class CoreCollector(Collector):
         yield CounterMetricFamily("rmq_store_resets", "times this worker found the store had lost its data (its data-set "
                                   "id or schema stamp gone while it knew of data in it): Redis restarted empty, a "
                                   "failover to an empty replica, a FLUSHALL", value=self.scanner.watch.resets)
+        removals = self.removals
+        yield GaugeMetricFamily("rmq_removals_queued", "departed brokers (connection closed, unregistration that could "
+                                "not reach Redis, expiry) queued for this worker's removal path", value=removals.queued)
+        yield labelled("rmq_removed_brokers", "brokers this worker's removal path removed, by cause", "cause",
+                       removals.removed, CAUSES)
+        yield CounterMetricFamily("rmq_registrations_busy", "registrations refused as busy (SYSTEM_BUSY, HTTP 503 "
+                                  "BUSY): no turn free on this worker within their wait", value=registry.busy)
+        yield CounterMetricFamily("rmq_removal_failures", "removal scripts that could not reach Redis (their brokers "
+                                  "stayed queued and were sent again)", value=removals.failures)
         yield from self._cache_metrics()
 
     def _unreachable_s(self) -> float:

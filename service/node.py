@@ -1,13 +1,14 @@
 """One worker's core, built and owned in one place: its settings, the Redis store, the
-read cache, the registry, the expiry scanner, their background tasks and the metrics
+read cache, the registry, the removal path, the expiry scanner, their background tasks and the metrics
 registry. The protocol fronts (``service.http``, ``service.remoting``) are each handed a
 Node and use only it; ``service.worker`` composes a Node with the fronts and runs them.
 
 Start: the secrets checked, Redis waited for (at most RMQ_REDIS_START_TIMEOUT_MS), its
 scripts loaded and its key schema stamp checked (``service.startup``: any failure a
-one-line ``StartupError``), then the scanner, the cache's version poll and change listener.
-Stop: ``begin_stopping`` first (not ready any more; long polls answer at once), then
-``stop`` cancels the background tasks and closes Redis.
+one-line ``StartupError``), then the removal path's drainer, the scanner, the cache's
+version poll and change listener. Stop: ``begin_stopping`` first (not ready any more; long
+polls answer at once), then ``stop`` gives queued removals a moment, cancels the
+background tasks and closes Redis.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from service.cache import ReadCache
 from service.config import Settings
 from service.metrics import CoreCollector
 from service.registry import Registry
+from service.removals import Removals
 from service.scanner import Scanner
 from service.startup import check_secrets, connect
 from service.store import Store, StoreUnavailable
@@ -38,11 +40,14 @@ class Node:
                                negative_entries=settings.cache_negative_entries)
         # told every change this worker makes, so its own cache reads its writes at once
         self.registry = Registry(self.store, on_change=self.cache.observe)
-        self.scanner = Scanner(self.registry, settings.scan_interval_ms, settings.scan_batch, history=self.cache)
+        # every departure (connection close, failed unregistration, expiry) goes through it
+        self.removals = Removals(self.registry)
+        self.scanner = Scanner(self.registry, settings.scan_interval_ms, settings.scan_batch, self.removals,
+                               history=self.cache)
         # one Prometheus registry per worker (several in one process in tests must not
         # collide); each front adds its own collectors to it
         self.prometheus = CollectorRegistry()
-        self.prometheus.register(CoreCollector(self.registry, self.scanner, self.cache))
+        self.prometheus.register(CoreCollector(self.registry, self.scanner, self.removals, self.cache))
         self.stopping = False
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -61,6 +66,7 @@ class Node:
             await self.registry.scripts.masterless_sync()
         except StoreUnavailable as e:  # it answered a moment ago: serve, 503 until it is back
             log.warning("Redis unavailable at start (%s); serving 503 until it returns", e)
+        self.removals.start()
         self._tasks = [
             asyncio.create_task(self.scanner.run(), name="expiry-scanner"),
             asyncio.create_task(self.cache.run_poller(), name="version-poller"),
@@ -73,6 +79,7 @@ class Node:
         self.cache.wake_all()
 
     async def stop(self) -> None:
+        await self.removals.stop()
         # Cancel until done: on Python 3.11, asyncio.wait_for can swallow a cancellation that
         # arrives as its inner call completes, and the loop would then run on.
         while pending := [t for t in self._tasks if not t.done()]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 import orjson
 
@@ -16,7 +18,7 @@ from service.models import (
     UnregisterRequest,
 )
 from service import registration
-from service.scripts import Answer, Registered, Removed, Scripts, text
+from service.scripts import Answer, Registered, Removed, RemovedBatch, Scripts, text
 from service.shared_reads import SharedReads
 from service.store import Store
 
@@ -85,6 +87,11 @@ class RegistrationRefused(Exception):
     full registration reached this NameServer. Nothing was changed."""
 
 
+class Busy(Exception):
+    """A registration refused because this worker already runs as many as it lets run at
+    once: nothing was changed; the broker registers again on its next round."""
+
+
 @dataclass(frozen=True)
 class Route:
     """A topic's route as one version of the tables saw it, encoded by route.lua."""
@@ -116,6 +123,9 @@ class Registry:
         # told the NOTIFY_MIN_BROKER_ID_CHANGE notices of the scripts that change a group's
         # members (lua/_lib.lua note_min_change), when set (RMQ_NOTIFY_MIN_BROKER_ID_CHANGED)
         self.on_notices: Callable[[list[dict[str, Any]]], None] | None = None
+        self._turns = asyncio.Semaphore(self.REGISTRATIONS_IN_FLIGHT)
+        self.busy = 0  # registrations refused as busy (for /metrics)
+        self._busy_logged = (float("-inf"), 0)  # (when, busy count then): one line per burst
 
     def _applied(self, script: str, change: Any, notices: list[dict[str, Any]] | None = None) -> None:
         """A change script ran: counted, its change told to the cache, its notices sent on."""
@@ -146,9 +156,39 @@ class Registry:
     STAGE_MIN = 500
     STAGE_SLICE = 300
 
+    # Registrations past the unchanged fast path whose scripts run at once on this worker:
+    # Redis runs them one after another anyway, so more would only queue there, ahead of
+    # route reads and removals. One more waits for its turn up to twice RMQ_REDIS_TIMEOUT_MS,
+    # then is refused at once (Busy: SYSTEM_BUSY over TCP, 503 with Retry-After over HTTP);
+    # a broker registers again on its next round (30 s).
+    REGISTRATIONS_IN_FLIGHT = 8
+    BUSY_LOG_S = 10.0
+
     async def register(self, req: RegisterRequest, channel: str = "", digest: str = "") -> dict[str, Any]:
         """``channel``: the remoting connection it came on, whose close may remove it;
-        ``digest``: of the request body, so the next identical one takes the fast path."""
+        ``digest``: of the request body, so the next identical one takes the fast path.
+        Busy when this worker has had no turn free for it within its wait."""
+        try:
+            await asyncio.wait_for(self._turns.acquire(), 2 * self.settings.redis_timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            self._refuse_busy(req)
+        try:
+            return await self._register(req, channel, digest)
+        finally:
+            self._turns.release()
+
+    def _refuse_busy(self, req: RegisterRequest) -> NoReturn:
+        self.busy += 1
+        now = time.monotonic()
+        logged_at, count_then = self._busy_logged
+        if now - logged_at >= self.BUSY_LOG_S:
+            log.warning("registrations refused as busy: %d running on this worker (the last refused: %s of %r); "
+                        "%d refused since the last report", self.REGISTRATIONS_IN_FLIGHT, req.brokerAddr,
+                        req.brokerName, self.busy - count_then)
+            self._busy_logged = (now, self.busy)
+        raise Busy(f"{self.REGISTRATIONS_IN_FLIGHT} registrations are running on this worker; register again later")
+
+    async def _register(self, req: RegisterRequest, channel: str, digest: str) -> dict[str, Any]:
         wrapper = req.topicConfigSerializeWrapper
         if wrapper.skipped:
             self._report_skipped(req)
@@ -264,13 +304,12 @@ class Registry:
         self._removed("unregister", await self.scripts.unregister(req.clusterName, req.brokerAddr, req.brokerName,
                                                                   req.brokerId))
 
-    async def channel_closed(self, addr: str, channel: str) -> bool:
-        """A remoting connection closed; True when the broker it still owned was removed."""
-        return self._removed("channel_closed", await self.scripts.channel_closed(addr, channel))
-
-    async def destroy(self, addr: str) -> bool:
-        """Expiry of one address; True when it was due and removed."""
-        return self._removed("destroy", await self.scripts.destroy(addr))
+    async def remove_batch(self, budget: int, entries: Sequence[tuple[str, str, str]]) -> RemovedBatch:
+        """Departed brokers, (address, channel id or '', cause) each, removed in one script
+        while its pair budget lasts (service/removals.py is the one caller)."""
+        result = await self.scripts.remove_batch(budget, entries)
+        self._applied("remove_batch", result.change, result.notices)
+        return result
 
     # ------------------------------------------------------------------ client-facing
     async def route(self, topic: str) -> Route:

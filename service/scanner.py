@@ -1,9 +1,10 @@
 """The expiry loop every worker runs: removes brokers whose deadline has passed.
 
 A pass reads only the due part of the deadline index (ZRANGEBYSCORE up to Redis'
-now), so it costs O(expired), not O(brokers). The destroy script checks the deadline
-again, so a heartbeat that lands between the read and the removal wins, and several
-workers scanning at once do no harm.
+now), so it costs O(expired), not O(brokers). The due addresses go to the worker's one
+removal path (service/removals.py), which removes them in batches and checks each
+deadline again, so a heartbeat that lands between the read and the removal wins, and
+several workers scanning at once do no harm.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from service.registry import Registry
+from service.removals import EXPIRED, REMOVED, Removal, Removals
 from service.store import StoreUnavailable
 from service.store_watch import History, StoreWatch
 
@@ -43,11 +45,10 @@ class ScanStats:
 
 
 class Scanner:
-    CONCURRENCY = 32
-
-    def __init__(self, registry: Registry, interval_ms: int, batch: int = 1000,
+    def __init__(self, registry: Registry, interval_ms: int, batch: int = 1000, removals: Removals | None = None,
                  history: History | None = None) -> None:
         self.registry = registry
+        self.removals = removals or Removals(registry)
         self.store = registry.store
         self.interval = interval_ms / 1000
         self.batch = batch
@@ -102,29 +103,28 @@ class Scanner:
         return max(stats.lag_ms, int(redis_now) - stats.oldest_deadline_ms)
 
     async def scan_once(self) -> int:
-        """One pass; returns how many brokers this worker removed."""
+        """One pass; returns how many brokers this worker removed on expiry. Waits for the
+        removal path to settle what it found due (StoreUnavailable when it cannot reach
+        Redis: the expiries stay queued there all the same)."""
         removed = 0
-        keys, redis = self.store.keys, self.store.redis
         while True:
             due = await self.due()
-            # each removal is its own atomic script; sending a chunk at once overlaps the
-            # round trips instead of paying one per broker
-            for at in range(0, len(due), self.CONCURRENCY):
-                chunk = due[at:at + self.CONCURRENCY]
-                # the cluster, read before the removal deletes the member row: an expiry is
-                # counted by cluster, so a rule tells a cluster lost this way from one whose
-                # brokers unregistered; the group and id name it in the log
-                members = await asyncio.gather(*(self.store.call(
-                    redis.hmget(keys.member(a), "cluster", "brokerName", "brokerId")) for a in chunk))
-                gone_all = await asyncio.gather(*map(self.registry.destroy, chunk))
-                for addr, member, gone in zip(chunk, members, gone_all):
-                    if gone:
-                        removed += 1
-                        cluster, group, broker_id = (v.decode() if v is not None else "" for v in member)
-                        self.stats.expired_by_cluster[cluster] = self.stats.expired_by_cluster.get(cluster, 0) + 1
-                        role = "master" if broker_id == "0" else f"slave {broker_id or '?'}"
-                        log.info("broker %s (%s of group %s) of cluster %s expired: removed from the route tables",
-                                 addr, role, group or "?", cluster or "?")
+            # the group and id, read before the removal deletes the member row, name an expiry
+            # in the log (the script answers each removed broker's cluster)
+            keys, redis = self.store.keys, self.store.redis
+            members = await asyncio.gather(*(self.store.call(redis.hmget(keys.member(a), "brokerName", "brokerId"))
+                                             for a in due))
+            for settled, member in zip(await self.removals.settle([Removal(a, "", EXPIRED) for a in due]), members):
+                # an expiry is counted by cluster, so a rule tells a cluster lost this way
+                # from one whose brokers unregistered
+                if settled.status == REMOVED and settled.removal.cause == EXPIRED:
+                    removed += 1
+                    cluster = settled.cluster
+                    self.stats.expired_by_cluster[cluster] = self.stats.expired_by_cluster.get(cluster, 0) + 1
+                    group, broker_id = (v.decode() if v is not None else "" for v in member)
+                    role = "master" if broker_id == "0" else f"slave {broker_id or '?'}"
+                    log.info("broker %s (%s of group %s) of cluster %s expired: removed from the route tables",
+                             settled.removal.addr, role, group or "?", cluster or "?")
             if len(due) < self.batch:
                 break
         self.stats.passes += 1

@@ -66,6 +66,13 @@ class Removed(NamedTuple):
     notices: list[dict[str, Any]]
 
 
+class RemovedBatch(NamedTuple):
+    change: Any
+    statuses: list[str]  # per entry: 'removed', 'not due', 'not owned', 'gone', or '' (not reached)
+    clusters: list[str]  # per entry: a removed one's cluster, else ''
+    notices: list[dict[str, Any]]
+
+
 class Counted(NamedTuple):
     change: Any
     count: int
@@ -131,13 +138,14 @@ class Scripts:
         r = await self.store.run("unregister", [cluster, addr, name, broker_id])
         return Removed(r[0], bool(int(r[1])), _notices(r[2] if len(r) > 2 else ""))
 
-    async def channel_closed(self, addr: str, channel: str) -> Removed:
-        r = await self.store.run("channel_closed", [addr, channel])
-        return Removed(r[0], bool(int(r[1])), _notices(r[2] if len(r) > 2 else ""))
-
-    async def destroy(self, addr: str) -> Removed:
-        r = await self.store.run("destroy", [addr])
-        return Removed(r[0], bool(int(r[1])), _notices(r[2] if len(r) > 2 else ""))
+    async def remove_batch(self, budget: int, entries: Sequence[tuple[str, str, str]]) -> RemovedBatch:
+        """lua/remove_batch.lua: `entries` (brokerAddr, channel id or '', cause), removed
+        while the script's pair `budget` lasts; a status per entry, '' when not reached."""
+        args: list[str | int] = [budget]
+        for entry in entries:
+            args += entry
+        r = await self.store.run("remove_batch", args)
+        return RemovedBatch(r[0], [text(s) for s in r[1]], [text(c) for c in r[2]], _notices(r[3]))
 
     # ------------------------------------------------------------------ admin
     async def write_perm(self, name: str, wipe: bool) -> Counted:

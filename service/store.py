@@ -35,8 +35,8 @@ from service.keys import Keys
 log = logging.getLogger(__name__)
 
 SCRIPTS = (
-    "register", "register_stage", "register_unchanged", "heartbeat", "unregister", "destroy", "write_perm", "delete_topic",
-    "kv_put", "kv_delete", "register_topic", "channel_closed", "route", "cluster_info", "topic_lists",
+    "register", "register_stage", "register_unchanged", "heartbeat", "unregister", "remove_batch", "write_perm",
+    "delete_topic", "kv_put", "kv_delete", "register_topic", "route", "cluster_info", "topic_lists",
     "live_brokers", "topic_summary", "changes_since", "topic_index_sync", "masterless_sync",
     "departures",
 )
@@ -195,6 +195,20 @@ def connect(settings: Settings) -> Redis:
     if settings.redis_cluster:
         # every key shares one hash tag, so each script runs on the one node owning that slot
         return redis_cluster.connect(settings.redis_url or "", timeout)
+    return _pooled(settings)
+
+
+def connect_reads(settings: Settings) -> Redis | None:
+    """The read scripts' own client (a plain redis:// URL only; None: they share the one
+    client): however many writes wait for a connection, a route read never waits behind
+    them for one of its own pool's."""
+    if settings.embedded or settings.redis_cluster or (settings.redis_url or "").startswith(SENTINEL_SCHEME):
+        return None
+    return _pooled(settings)
+
+
+def _pooled(settings: Settings) -> Redis:
+    timeout = settings.redis_timeout_ms / 1000
     # A blocking pool: past max_connections a call waits (within the timeout) for a free
     # connection instead of failing at once with "Too many connections".
     pool = aioredis.BlockingConnectionPool.from_url(
@@ -232,6 +246,8 @@ class Store:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
         self.redis: Redis = client if client is not None else connect(settings)
+        # the read scripts' connections, apart from the writes' (connect_reads)
+        self.reads: Redis = (connect_reads(settings) if client is None else None) or self.redis
         self.timeout = settings.redis_timeout_ms / 1000
         self.errors = 0  # calls that failed as unavailable (for /metrics)
         self.refusals = Refusals()
@@ -277,7 +293,9 @@ class Store:
             try:
                 if replicated:
                     return await self._run_replicated(name, args)
-                return await self.call(self._scripts[name](keys=[self.keys.version], args=list(args)), writes)
+                client = self.redis if writes else self.reads
+                return await self.call(self._scripts[name](keys=[self.keys.version], args=list(args), client=client),
+                                       writes)
             except StoreUnavailable as exc:
                 if attempt == 2 or not isinstance(exc.__cause__, NoScriptError):
                     raise
@@ -328,4 +346,6 @@ class Store:
     async def close(self) -> None:
         if self._slot_owner is not None:
             await self._slot_owner.aclose()
+        if self.reads is not self.redis:
+            await self.reads.aclose()
         await self.redis.aclose()

@@ -29,7 +29,7 @@ QUICK = {
     "tcp_route_query": ["--seconds", "1", "--rounds", "1", "--connections", "4", "--depth", "2"],
     "tcp_registration": ["--sizes", "50", "--reps", "1"],
     "tcp_reads_during_registration": ["--brokers", "2", "--topics", "100", "--reps", "1"],
-    "tcp_fleet": [],
+    "tcp_fleet": ["--storm"],
 }
 
 
@@ -121,6 +121,9 @@ def test_tcp_fleet_bench_runs(tmp_path: Path) -> None:
     for form in by_form.values():
         (turn,) = form["registry"]
         assert turn["cold_start_s"] > 0 and turn["cold_start_cpu_s"] > 0 and turn["steady_cpu_s_per_1000"] > 0
+        # the close storm: every closed member's routes gone, the live group read meanwhile
+        assert 0 < turn["storm_gone_s"] < 60 and turn["storm_live_reads"] > 0
+        assert turn["storm_live_read_failures"] == 0 and "storm_longest_script_ms" in turn
     assert doc["params"]["members"] == 22 and doc["params"]["pairs"] > 0
     assert not ratio_rows(doc)
 

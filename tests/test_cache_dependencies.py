@@ -13,9 +13,10 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from service.http.app_keys import CACHE, REGISTRY, SETTINGS
+from service.http.app_keys import CACHE, NODE, REGISTRY, SETTINGS
 from service.keys import ORDER_TOPIC_CONFIG, Keys
 from service.models import RegisterRequest, validated
+from service.removals import CONNECTION_CLOSED, EXPIRED, Removal
 from tests.builders import registration, topic_config
 from tests.calls import register, route
 
@@ -61,7 +62,8 @@ async def register_on_channel(client: TestClient, body: dict, channel: str) -> N
 
 async def expire(client: TestClient, r: redis.Redis, addr: str) -> None:
     r.zadd(K.expiry, {addr: 0})
-    assert await client.app[REGISTRY].destroy(addr)
+    [settled] = await client.app[NODE].removals.settle([Removal(addr, "", EXPIRED)])
+    assert settled.status == "removed"
 
 
 Change = Callable[[TestClient, redis.Redis], Awaitable[Any]]
@@ -122,7 +124,8 @@ async def test_a_connection_close_evicts_the_routes_of_its_broker_group(client: 
     await seed(client)
     await register_on_channel(client, registration(addr=C0, name="broker-c", topics=["TC"]), "conn-1")
     await cache_everything(client)
-    assert await client.app[REGISTRY].channel_closed(C0, "conn-1")
+    [settled] = await client.app[NODE].removals.settle([Removal(C0, "conn-1", CONNECTION_CLOSED)])
+    assert settled.status == "removed"
     assert set(TOPICS) - cached(client) == {"TC"}
 
 

@@ -12,8 +12,9 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from service import changes
-from service.http.app_keys import CACHE, REGISTRY
+from service.http.app_keys import CACHE, NODE
 from service.keys import ORDER_TOPIC_CONFIG, Keys
+from service.removals import EXPIRED, Removal
 from tests.builders import registration, topic_config
 
 K = Keys()
@@ -73,7 +74,7 @@ class RandomOperations:
             addr = self.addr(group, rng.randint(0, 1))
             if self.r.zscore(K.expiry, addr) is not None:
                 self.r.zadd(K.expiry, {addr: 0})
-                await c.app[REGISTRY].destroy(addr)
+                await c.app[NODE].removals.settle([Removal(addr, "", EXPIRED)])
             return kind
         elif kind in ("wipe", "add"):
             resp = await c.post(f"/v1/brokers/{group}/{kind}-write-perm")

@@ -9,8 +9,9 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from service.http.app_keys import REGISTRY, SCANNER
+from service.http.app_keys import NODE, REGISTRY, SCANNER
 from service.keys import Keys
+from service.removals import EXPIRED, Removal
 from tests.builders import identity, registration
 from tests.calls import register, route
 from tests.tables import violations
@@ -77,10 +78,16 @@ async def test_scanner_removes_a_broker_whose_live_row_already_expired(client: T
     assert violations(r) == []
 
 
-async def test_destroy_before_the_deadline_changes_nothing(client: TestClient, r: redis.Redis) -> None:
+async def expire(client: TestClient, addr: str) -> str:
+    """An expiry of `addr` through the worker's removal path: how it was settled."""
+    [settled] = await client.app[NODE].removals.settle([Removal(addr, "", EXPIRED)])
+    return settled.status
+
+
+async def test_an_expiry_before_the_deadline_changes_nothing(client: TestClient, r: redis.Redis) -> None:
     await register(client, registration(timeout_ms=60_000))
     # what a scanner that read a stale deadline would try: the script checks again
-    assert await client.app[REGISTRY].destroy("10.0.0.1:10911") is False
+    assert await expire(client, "10.0.0.1:10911") == "not due"
     assert await route(client, "TopicTest") is not None
 
 
@@ -93,7 +100,7 @@ async def test_heartbeat_that_lands_after_the_scan_read_wins(client: TestClient,
     assert due == ["10.0.0.1:10911"]
     # the broker re-registers between the scanner's read and its removal
     await register(client, reg)
-    assert await client.app[REGISTRY].destroy(due[0]) is False
+    assert await expire(client, due[0]) == "not due"
     assert await route(client, "TopicTest") is not None
 
 
@@ -116,13 +123,13 @@ async def test_a_scan_visits_only_the_due_brokers(client: TestClient, monkeypatc
     await asyncio.sleep(0.25)
     registry = client.app[REGISTRY]
     visited: list[str] = []
-    original = registry.destroy
+    original = registry.remove_batch
 
-    async def counting(addr: str) -> bool:
-        visited.append(addr)
-        return await original(addr)
+    async def counting(budget: int, entries):
+        visited.extend(addr for addr, _, _ in entries)
+        return await original(budget, entries)
 
-    monkeypatch.setattr(registry, "destroy", counting)
+    monkeypatch.setattr(registry, "remove_batch", counting)
     assert await client.app[SCANNER].scan_once() == 3
     assert sorted(visited) == [f"10.0.3.{i}:10911" for i in range(3)]
 

@@ -431,7 +431,7 @@ async def test_labelled_counters_are_exported_from_zero_before_their_first_event
         assert await metric(client, f'rmq_redis_refusals_total{{cause="{cause}"}}') == 0
     for reason in SKIP_REASONS:
         assert await metric(client, f'rmq_skipped_topic_configs_total{{reason="{reason}"}}') == 0
-    for script in ("register", "unregister", "heartbeat", "destroy"):
+    for script in ("register", "unregister", "heartbeat", "remove_batch"):
         assert await metric(client, f'rmq_table_changes_total{{script="{script}"}}') == 0
     assert await metric(client, 'rmq_full_registrations_total{path="full"}') == 0
 

@@ -26,6 +26,7 @@ from service.http.connections import deadline_of
 from service.http.errors import ApiError, error_response
 from service.http.request_metrics import RequestTally
 from service.logs import REQUEST_ID, RefusalLog, WindowedLog, new_request_id, printable
+from service.registry import Busy
 from service.store import StoreRefusing, StoreUnavailable, outcome_text
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
                 response = http_error(request, e)
             except ApiError as e:
                 response = error_response(e.status, e.code, e.message)
+            except Busy as e:  # counted and logged once per burst by the registry
+                response = error_response(503, "BUSY", str(e), headers={"Retry-After": "1"})
             except StoreUnavailable as e:
                 if isinstance(e, StoreRefusing):
                     pass  # refusals are logged once per burst by the store

@@ -12,6 +12,7 @@ import orjson
 from service.models import DataVersion, HeartbeatRequest, QueryDataVersionRequest, RegisterRequest, UnregisterRequest
 from service.registration import body_digest
 from service.registry import RegistrationRefused
+from service.removals import UNREGISTERED, Removal
 from service.remoting import bodies, codes
 from service.remoting.codec import Command
 from service.remoting.requests import (
@@ -28,6 +29,7 @@ from service.remoting.requests import (
     ok,
     validate,
 )
+from service.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +161,16 @@ def registration_answer(cmd: Command, result: dict[str, Any]) -> Command:
 
 async def unregister_broker(ctx: HandlerContext, cmd: Command) -> Command:
     req = validate(ctx, UnregisterRequest, identity(cmd))
-    await ctx.registry.unregister(req)
+    try:
+        await ctx.registry.unregister(req)
+    except StoreUnavailable:
+        # a broker shutting down does not ask twice: the worker's removal path sends it
+        # again until Redis answers, for as long as this connection owns the address (a
+        # broker back through another connection meanwhile stays)
+        channel = CHANNEL.get()
+        if channel is not None:
+            ctx.removals.submit([Removal(req.brokerAddr, channel.id, UNREGISTERED)])
+        raise
     return ok(cmd)
 
 

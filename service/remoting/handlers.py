@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from service.cache import CLUSTER, Answer, make_answer
 from service.models import TOPIC_MAX, TOPIC_CONFIG, describe, kv_value_error, name_rule, queue_count_error, valid_name
-from service.registry import in_zone
+from service.registry import Busy, in_zone
 from service.remoting import acl, bodies, codes
 from service.remoting.broker_handlers import (
     ZONE_NAME,
@@ -275,6 +275,8 @@ async def dispatch(ctx: HandlerContext, cmd: Command, timeout: float) -> Command
         return await asyncio.wait_for(handler(ctx, cmd), timeout)
     except RemotingError as e:
         return fail(cmd, e.code, e.remark)
+    except Busy as e:  # counted and logged once per burst by the registry
+        return fail(cmd, codes.SYSTEM_BUSY, str(e))
     except StoreUnavailable as e:
         if not isinstance(e, (StoreRefusing, NotReplicated)):  # refusals are logged once per burst by the store
             ctx.failures.write(type(e).__name__, f"Redis unavailable for request code {cmd.code}: {e}")

@@ -27,6 +27,7 @@ from service.models import M, describe, name_rule, valid_name, validated
 from service.node import Node
 from service.registration import body_weight, off_loop
 from service.registry import Registry
+from service.removals import Removals
 from service.remoting import bodies, codes
 from service.remoting.codec import Command, response_to
 from service.store import Store
@@ -65,6 +66,7 @@ class HandlerContext:
 
     def __init__(self, node: Node) -> None:
         self.registry: Registry = node.registry
+        self.removals: Removals = node.removals
         self.store: Store = node.store
         self.cache: ReadCache = node.cache
         self.settings: Settings = node.settings

@@ -40,6 +40,7 @@ import time
 import uuid
 from collections import Counter
 
+from service.removals import CONNECTION_CLOSED, Removal
 from service.remoting import codec, codes, proxy, tls
 from service.remoting.byte_budget import ByteBudget
 from service.remoting.connection import Connection
@@ -272,7 +273,7 @@ class RemotingServer:
             for t in in_flight:
                 t.cancel()
             if closed_by_peer and channel.brokers:
-                await self._channel_closed(channel)
+                self._channel_closed(channel)
             writer.close()
             try:
                 await asyncio.wait_for(writer.wait_closed(), 1)
@@ -281,15 +282,12 @@ class RemotingServer:
             self.open.pop(task, None)
             self.connections.discard(task)
 
-    async def _channel_closed(self, channel: Channel) -> None:
+    def _channel_closed(self, channel: Channel) -> None:
         """As RocketMQ does when a broker's connection closes: its routes go at once, unless
-        the broker has since registered or refreshed through another connection or HTTP."""
-        for addr in channel.brokers:
-            try:
-                if await self.ctx.registry.channel_closed(addr, channel.id):
-                    log.info("broker %s removed: its connection %s closed", addr, channel.id)
-            except Exception as e:  # the TTL and the scanner still remove it in time
-                log.warning("could not act on the close of %s for %s: %s", channel.id, addr, e)
+        the broker has since registered or refreshed through another connection or HTTP.
+        Queued on the worker's removal path (service/removals.py), which removes a storm
+        of closes in a few bounded scripts and retries while Redis is unavailable."""
+        self.ctx.removals.submit(Removal(addr, channel.id, CONNECTION_CLOSED) for addr in channel.brokers)
 
     def _answer_cached(self, conn: Connection, payload: bytes) -> bytes | None:
         """RouteReads' answerer: the answer frame to a cached route read, or None (the

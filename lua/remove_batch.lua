@@ -1,0 +1,100 @@
+-- Removes departed brokers in one script, as RocketMQ 5's BatchUnregistrationService
+-- does (service/removals.py queues them per worker: connection closes, unregistrations
+-- that could not reach Redis, expiries). Each entry is checked as it stands now:
+--   'connection closed', 'unregistered': removed only while that connection still owns
+--     the address (the last registration or refresh came on it; a broker that came back
+--     through another connection, another worker or HTTP stays);
+--   'expired': removed only once its deadline has passed (a heartbeat that landed after
+--     the scanner read it wins).
+-- Whole addresses are removed (lua/_lib.lua remove_address) until about `budget` pairs
+-- have been spent, so a script's time in Redis stays bounded: at least one address a
+-- script, but a group with more pairs than the budget goes a slice at a time (drop_slice
+-- below); the entries not reached are left for the next script. Running an entry twice,
+-- or after another worker removed it, settles it without changing anything.
+-- KEYS[1] version counter
+-- ARGV[1] budget: the (topic, group) pairs one script may remove or rewrite
+-- ARGV[2..] three values per entry: brokerAddr, channel id ('' for an expiry), cause
+-- Returns {change, statuses, clusters, notices}: per entry, in order, 'removed', 'not
+-- due', 'not owned', 'gone' (the last three settled: nothing to do) or '' (not reached:
+-- send it again); clusters: each removed entry's cluster ('' otherwise); notices:
+-- lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE, '' none.
+local budget = tonumber(ARGV[1])
+
+-- What removing `addr` may cost in pairs: the group's pairs when it is the last member
+-- (the group goes) or the group runs with enableActingMaster (its pairs may lose the write
+-- bit), else one; and the group's name when it is the last member.
+local function cost(addr)
+  local name = redis.call('HGET', K.member(addr), 'brokerName')
+  if not name then
+    return 1, nil
+  end
+  local last = redis.call('HLEN', K.addrs(name)) <= 1
+  if last or redis.call('HGET', K.broker(name), 'enableActingMaster') == '1' then
+    return 1 + redis.call('HLEN', K.broker_topics(name)), last and name or nil
+  end
+  return 1, nil
+end
+
+-- A group too big for one script (10,000 topics take ~26 ms) loses its pairs a slice at a
+-- time, `n` a script, while its last address stays until the rest fit: between two
+-- scripts some of its topics' routes name it and some no longer do (a dead broker's
+-- routes go a part at a time), and a broker back meanwhile registers them again (a
+-- dropped pair makes its next registration take the full path: lua/_lib.lua drop_queues).
+local SLICE_MIN = 500
+local function drop_slice(name, n)
+  -- exactly min(n, pairs) distinct topics, whatever deletions did to the hash's layout
+  drop_queues(change, name, redis.call('HRANDFIELD', K.broker_topics(name), n))
+end
+
+local now = nil
+local function settled_as(addr, channel, cause)
+  if cause == 'expired' then
+    local deadline = redis.call('ZSCORE', K.expiry(), addr)
+    -- gone already (another worker, or its group's unregistration): nothing left to do
+    if not deadline then
+      return 'gone'
+    end
+    now = now or now_ms()
+    if tonumber(deadline) > now then
+      return 'not due'
+    end
+    return nil
+  end
+  if channel == '' or redis.call('HGET', K.live(addr), 'channel') ~= channel then
+    return 'not owned'
+  end
+  return nil
+end
+
+local statuses, clusters = {}, {}
+local spent = 0
+for i = 2, #ARGV, 3 do
+  local addr, channel, cause = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local status, cluster = '', ''
+  if spent < budget then
+    status = settled_as(addr, channel, cause)
+    if status then
+      spent = spent + 1
+    else
+      local price, last_of = cost(addr)
+      local left = budget - spent
+      if price > left and (spent > 0 or last_of) then
+        -- it waits for the next script, and the rest with it, in their order; a big
+        -- group's pairs start to go now when enough of the budget is left
+        if last_of and left >= SLICE_MIN then
+          drop_slice(last_of, left)
+        end
+        status = ''
+        spent = budget
+      else
+        spent = spent + price
+        cluster = redis.call('HGET', K.member(addr), 'cluster') or ''
+        remove_address(change, addr, cause)
+        status = 'removed'
+      end
+    end
+  end
+  statuses[#statuses + 1] = status
+  clusters[#clusters + 1] = cluster
+end
+return {CHANGE, statuses, clusters, notices_json(change)}
