@@ -107,7 +107,7 @@ def json5_body(table: dict[str, dict[str, Any]], version: dict[str, int], broker
     mapping = "{}" if static is None else (
         f'{{"{static}":{{"bname":{_dumps(broker)},"currIdMap":{{{ids}}},"dirty":false,"epoch":1700000000000,'
         f'"scope":"__global__","topic":"{static}","totalQueues":{STATIC_TOPIC_QUEUES}}}}}')
-    wrapper = (f'{{"dataVersion":{_dumps({**version, "stateVersion": 0})},'
+    wrapper = (f'{{"dataVersion":{_dumps(dict(sorted({**version, "stateVersion": 0}.items())))},'
                f'"mappingDataVersion":{_dumps({"counter": 1, "stateVersion": 0, "timestamp": int(time.time() * 1000)})},'
                f'"topicConfigTable":{_dumps({k: config(v) for k, v in table.items()})},'
                f'"topicQueueMappingDetailMap":{{}},"topicQueueMappingInfoMap":{mapping}}}')

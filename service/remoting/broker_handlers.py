@@ -48,7 +48,7 @@ _UNDIGESTED = frozenset({"Signature", "AccessKey", "SecurityToken", "bodyCrc32"}
 
 # A plain body's versions, which fastjson writes in its first bytes (the wrapper's fields in
 # name order: dataVersion, then a 5.x body's mappingDataVersion); digits only, so neither
-# pattern can stand inside a JSON string (whose quotes would be escaped).
+# pattern can stand inside a JSON string (whose quotes would be escaped); fields in any order.
 # - mappingDataVersion: a 5.x broker's static topics' mapping version, whose timestamp
 #   moves at every periodic registration (30 s) though nothing else does; a NameServer
 #   decides "changed" by the topic config's dataVersion alone;
@@ -56,7 +56,7 @@ _UNDIGESTED = frozenset({"Signature", "AccessKey", "SecurityToken", "bodyCrc32"}
 #   (TopicConfigManager.buildSerializeWrapper), so no part is ever the same bytes twice.
 # Both are left out of the digest; the dataVersion is handed to register_unchanged.lua,
 # which stores it (the tables hold what the rest of the body says).
-_VERSIONS = re.compile(rb'"(data|mappingData)Version":\{"counter":\d+,(?:"stateVersion":\d+,)?"timestamp":\d+\}')
+_VERSIONS = re.compile(rb'"(data|mappingData)Version":\{"[a-zA-Z]+":\d+(?:,"[a-zA-Z]+":\d+)*\}')
 _VERSIONS_WITHIN = 4096
 
 
