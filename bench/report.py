@@ -14,7 +14,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 BEGIN, END = "<!-- results:begin (bench/report.py) -->", "<!-- results:end -->"
 ORDER = ["route_query", "registration", "heartbeat", "scanner_pass", "redis_memory", "scale_workers",
-         "tcp_route_query", "tcp_registration", "tcp_reads_during_registration", "tcp_fleet", "changing_reads",
+         "tcp_route_query", "tcp_registration", "tcp_reads_during_registration", "tcp_fleet", "tcp_split", "changing_reads",
          "fleet",
          "analytics_197k", "analytics_992k", "analytics_992k_checkouts", "analytics_992k_prefetch"]
 TITLES = {
@@ -29,6 +29,7 @@ TITLES = {
     "tcp_reads_during_registration": "7c. Route reads (TCP) while big brokers register, against the Java NameServer",
     "tcp_fleet": "7d. A whole fleet over RocketMQ's protocol (TCP): cold start and steady state, against the Java "
                  "NameServer",
+    "tcp_split": "7e. Split registration's steady state over RocketMQ's protocol (TCP), against the Java NameServer",
     "changing_reads": "8. Random-topic route reads while another group changes (10,000 topics)",
     "fleet": "9. Fleet size: 300 broker groups, 100,000 topics",
     "analytics_197k": "10. Analytics `all` at ~200,000 pairs: the code before this round's analytics changes "
@@ -99,7 +100,7 @@ def headline(docs: dict[str, dict[str, Any]]) -> str:
                    f"{big['unchanged']['client_ms']:.1f} ms, changed {big['changed']['client_ms']:.1f} ms (client); "
                    f"longest registration script {docs['registration']['results']['longest_script_ms']:.1f} ms in Redis.")
     java = [(r["metric"].split(": ")[0], r, java_version(docs[name])) for name in (
-                "tcp_registration", "tcp_fleet", "tcp_route_query", "tcp_reads_during_registration")
+                "tcp_registration", "tcp_fleet", "tcp_split", "tcp_route_query", "tcp_reads_during_registration")
             for r in docs.get(name, {}).get("summary", []) if r["metric"].endswith(": registry / Java")
             and ", zlib" not in r["metric"] and "whole stream" not in r["metric"]]
     if java:

@@ -12,7 +12,9 @@ timestamp at every registration, as a real broker's do. Nothing in the table cha
 Per target and repetition: both members register `--warmup-rounds` rounds unmeasured (the
 first writes the table), then `--rounds` rounds measured: the server's CPU seconds per round
 of both members (the registry's worker and redis-server together; the JVM) and the wall time
-of a round. Then the connections close (each server removes the broker) and the next target
+of a round; for a registry, the share of parts that took its unchanged path (its
+`rmq_table_changes_total{script="register_unchanged"}` against all registrations). Then the
+connections close (each server removes the broker) and the next target
 goes. The targets take turns repetition by repetition, each pinned to the server core, the
 loader (this process) on the other; per registry target its ratio to Java in the same
 repetition.
@@ -20,8 +22,10 @@ repetition.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +69,17 @@ class SplitBroker:
         self.conn.close()
 
 
+def unchanged_and_full(target: tcp_targets.Target) -> tuple[float, float] | None:
+    """A registry's registrations so far that took the unchanged path, and those that did
+    not (its /metrics); None for Java."""
+    if not isinstance(target, tcp_targets.Registry):
+        return None
+    with urllib.request.urlopen(f"http://127.0.0.1:{target.http_ports[0]}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    counts = {k: float(v) for k, v in re.findall(r'rmq_table_changes_total\{script="(register\w*)"\} ([0-9.e+]+)', text)}
+    return counts.get("register_unchanged", 0.0), counts.get("register", 0.0)
+
+
 def one_turn(target: tcp_targets.Target, topics: int, part: int, warmup: int, rounds: int, rep: int) -> dict[str, float]:
     table = br.topics(f"S{rep}x", topics)
     group = f"split-{rep}"
@@ -74,19 +89,25 @@ def one_turn(target: tcp_targets.Target, topics: int, part: int, warmup: int, ro
         for _ in range(warmup):
             for m in members:
                 m.registration_round()
+        before = unchanged_and_full(target)
         cpu, started = tcp_targets.cpu_seconds(target), time.perf_counter()
         for _ in range(rounds):
             for m in members:
                 m.registration_round()
         wall, used = time.perf_counter() - started, tcp_targets.cpu_seconds(target) - cpu
+        after = unchanged_and_full(target)
     finally:
         for m in members:
             m.close()
     br.wait_gone(target.tcp_ports[0], [f"S{rep}x000001"])  # the server removed the closed connections' broker
-    return {"cpu_ms_per_round": used / rounds * 1000, "wall_ms_per_round": wall / rounds * 1000}
+    turn = {"cpu_ms_per_round": used / rounds * 1000, "wall_ms_per_round": wall / rounds * 1000}
+    if before is not None and after is not None:
+        unchanged, full = after[0] - before[0], after[1] - before[1]
+        turn["unchanged_share"] = unchanged / (unchanged + full) if unchanged + full else 0.0
+    return turn
 
 
-MEASURES = {"cpu_ms_per_round": "CPU-ms", "wall_ms_per_round": "ms"}
+MEASURES = {"cpu_ms_per_round": "CPU-ms", "wall_ms_per_round": "ms", "unchanged_share": "of registrations"}
 
 
 def main() -> None:
@@ -99,7 +120,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     args = p.parse_args()
     if args.quick:
-        args.topics, args.part, args.rounds, args.warmup_rounds, args.reps = 120, 50, 2, 2, 1
+        args.topics, args.part, args.rounds, args.warmup_rounds, args.reps = 2_000, 400, 5, 2, 1
     cores = pinning.from_args(args)
     machine = machine_info()
     by_target: dict[str, list[dict[str, float]]] = {}
@@ -114,8 +135,10 @@ def main() -> None:
         described = tcp_targets.describe(targets)
     rows = []
     for measure, unit in MEASURES.items():
+        samples = {name: [t[measure] for t in turns if measure in t] for name, turns in by_target.items()}
         rows += ratio_rows(f"TCP split registration, {args.topics:,} topics in parts of {args.part}, {measure}",
-                           {name: [t[measure] for t in turns] for name, turns in by_target.items()}, unit)
+                           {name: v for name, v in samples.items() if v and max(v) > 0}, unit,
+                           ratios=measure != "unchanged_share")
     write_result(args.out, "tcp_split", {
         "topics": args.topics, "part": args.part, "rounds": args.rounds, "warmup_rounds": args.warmup_rounds,
         "reps": args.reps, "targets": described, "cores": cores.describe(),

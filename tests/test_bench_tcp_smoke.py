@@ -30,6 +30,7 @@ QUICK = {
     "tcp_registration": ["--sizes", "50", "--reps", "1"],
     "tcp_reads_during_registration": ["--brokers", "2", "--topics", "100", "--reps", "1"],
     "tcp_fleet": ["--storm"],
+    "tcp_split": [],
 }
 
 
@@ -125,6 +126,15 @@ def test_tcp_fleet_bench_runs(tmp_path: Path) -> None:
         assert 0 < turn["storm_gone_s"] < 60 and turn["storm_live_reads"] > 0
         assert turn["storm_live_read_failures"] == 0 and "storm_longest_script_ms" in turn
     assert doc["params"]["members"] == 22 and doc["params"]["pairs"] > 0
+    assert not ratio_rows(doc)
+
+
+def test_tcp_split_bench_runs_and_the_unchanged_parts_take_the_unchanged_path(tmp_path: Path) -> None:
+    doc, out = run_bench("tcp_split", tmp_path, java=False)
+    assert "no Java NameServer given" in out
+    (turn,) = doc["results"]["by_target"]["registry"]
+    assert turn["wall_ms_per_round"] > 0
+    assert turn["unchanged_share"] == 1.0  # after the warm-up rounds every part is unchanged
     assert not ratio_rows(doc)
 
 
