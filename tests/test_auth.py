@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient
 from service.auth import TokenFile, TokenFileError, parse_credentials, parse_tokens
 from service.http.app_keys import OBSERVER
 from tests.builders import identity, registration
-from tests.calls import register
+from tests.calls import register, route
 from tests.tables import snapshot
 
 BROKER, ADMIN, OTHER_ADMIN = "b-token-1", "a-token-1", "a-token-2"
@@ -163,6 +163,7 @@ async def test_every_listed_token_works(make_client, tokens_file: Path) -> None:
     client = await make_client(auth_tokens_file=str(tokens_file))
     for token in (ADMIN, OTHER_ADMIN):
         assert (await client.put("/v1/kv/ns/k", json={"value": token}, headers=bearer(token))).status == 200
+        assert await (await client.get("/v1/kv/ns/k", headers=bearer(token))).json() == {"value": token}
 
 
 async def test_tokens_rotate_without_restart(make_client, tokens_file: Path, monkeypatch) -> None:
@@ -268,7 +269,8 @@ async def test_redis_over_tls_is_reached_through_a_rediss_url(aiohttp_client, tm
                 await asyncio.sleep(0.05)
         client = await aiohttp_client(create_app(Settings(redis_url=url)))
         await register(client, registration())
-        assert (await client.get("/v1/routes/TopicTest")).status == 200
+        answer = await route(client, "TopicTest")
+        assert answer is not None and [b["brokerAddrs"] for b in answer["brokerDatas"]] == [{"0": "10.0.0.1:10911"}]
     finally:
         proc.kill()
         proc.wait()
