@@ -43,7 +43,30 @@ FULL_ONLY: dict[str, str] = {
 # 3 minutes on two busy cores.
 FULL_ONLY_MARKERS = frozenset(FULL_ONLY.values()) | {"slow"}
 
+# scripts/test runs the tests in parallel processes (pytest-xdist, --dist loadgroup), which
+# take them in collection order, one at a time as each process frees up. The kinds that
+# hold tests of tens of seconds to minutes come first, so that the run does not end with
+# one process on a two-minute test while the others are idle; the quick tier fills the gaps.
+START_FIRST = ("hardening", "dependency_range", "failover", "processes", "browser", "spark",
+               "clients", "hostile", "bench", "deploy", "slow")
+# Tests (by path, as FULL_ONLY) whose session- or module-scoped fixtures cost too much to
+# make in more than one process: each runs whole in one process (an xdist_group); every
+# other test goes to whichever process is free.
+ONE_PROCESS = {
+    # one Spark session (and one module's Spark job) for the run: tests/analytics took 115 s
+    # in one process and 341 s spread over four, four JVMs starting at once on two cores
+    "analytics/": "spark",
+    "ui/test_fleet.py": "fleet",  # its 300 broker groups seeded once (40 s on a busy machine)
+    "deploy/test_wheel_install.py": "wheel",  # the wheel built and installed into a venv once (20 s)
+}
 
+
+def start_rank(item: pytest.Item) -> int:
+    return next((rank for rank, marker in enumerate(START_FIRST) if item.get_closest_marker(marker)),
+                len(START_FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.relative_to(TESTS).as_posix()
@@ -52,6 +75,10 @@ def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None
                 item.add_marker(marker)
         if not any(item.get_closest_marker(marker) for marker in FULL_ONLY_MARKERS):
             item.add_marker(pytest.mark.quick)
+        for prefix, group in ONE_PROCESS.items():
+            if where.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=start_rank)  # stable: a module's tests stay in their order
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""One local SparkSession for every analytics test (starting Spark is the slow part)."""
+"""One local SparkSession for every analytics test (starting Spark is the slow part); under
+pytest-xdist these tests run in one process (tests/conftest.py, ONE_PROCESS), so one a run."""
 
 from __future__ import annotations
 
