@@ -50,8 +50,8 @@ FULL_ONLY_MARKERS = frozenset(FULL_ONLY.values()) | {"slow"}
 START_FIRST = ("hardening", "dependency_range", "failover", "processes", "browser", "spark",
                "clients", "hostile", "bench", "deploy", "slow")
 # Tests (by path, as FULL_ONLY) whose session- or module-scoped fixtures cost too much to
-# make in more than one process: each runs whole in one process (an xdist_group); every
-# other test goes to whichever process is free.
+# make in more than one process: each group runs whole in one process (tests/xdist_scheduling.py);
+# every other test goes to whichever process is free.
 ONE_PROCESS = {
     # one Spark session (and one module's Spark job) for the run: tests/analytics took 115 s
     # in one process and 341 s spread over four, four JVMs starting at once on two cores
@@ -66,7 +66,6 @@ def start_rank(item: pytest.Item) -> int:
                 len(START_FIRST))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.relative_to(TESTS).as_posix()
@@ -75,10 +74,16 @@ def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None
                 item.add_marker(marker)
         if not any(item.get_closest_marker(marker) for marker in FULL_ONLY_MARKERS):
             item.add_marker(pytest.mark.quick)
-        for prefix, group in ONE_PROCESS.items():
-            if where.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=start_rank)  # stable: a module's tests stay in their order
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: no error where it is not installed
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_scheduling import OneProcessScheduling
+
+    return OneProcessScheduling(config, log, ONE_PROCESS)
 
 
 @pytest.fixture(scope="session")
