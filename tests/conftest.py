@@ -50,14 +50,20 @@ FULL_ONLY_MARKERS = frozenset(FULL_ONLY.values()) | {"slow"}
 START_FIRST = ("hardening", "dependency_range", "failover", "processes", "browser", "spark",
                "clients", "hostile", "bench", "deploy", "slow")
 # Tests (by path, as FULL_ONLY) whose session- or module-scoped fixtures cost too much to
-# make in more than one process: each group runs whole in one process (tests/xdist_scheduling.py);
-# every other test goes to whichever process is free.
+# make in more than one process, or that build on what the module's tests before them left:
+# each group runs whole, in order, in one process (tests/xdist_scheduling.py); every other
+# test goes to whichever process is free.
 ONE_PROCESS = {
     # one Spark session (and one module's Spark job) for the run: tests/analytics took 115 s
     # in one process and 341 s spread over four, four JVMs starting at once on two cores
     "analytics/": "spark",
-    "ui/test_fleet.py": "fleet",  # its 300 broker groups seeded once (40 s on a busy machine)
+    # its 300 broker groups seeded once (40 s on a busy machine); the outage tab's test, last,
+    # reads the problems the first one made
+    "ui/test_fleet.py": "fleet",
     "deploy/test_wheel_install.py": "wheel",  # the wheel built and installed into a venv once (20 s)
+    # its module's fleet (Prometheus, two workers, brokers) made once, and its last test reads
+    # what the situations before it left in Prometheus (an idle route)
+    "test_alerts_live.py": "alerts",
 }
 
 
