@@ -45,6 +45,34 @@ FULL_ONLY: dict[str, str] = {
 # 3 minutes on two busy cores.
 FULL_ONLY_MARKERS = frozenset(FULL_ONLY.values()) | {"slow"}
 
+# scripts/test runs the tests in parallel processes (pytest-xdist, --dist loadgroup), which
+# take them in collection order, one at a time as each process frees up. The kinds that
+# hold tests of tens of seconds to minutes come first, so that the run does not end with
+# one process on a two-minute test while the others are idle; the quick tier fills the gaps.
+START_FIRST = ("hardening", "dependency_range", "failover", "processes", "browser", "spark",
+               "clients", "hostile", "bench", "deploy", "slow")
+# Tests (by path, as FULL_ONLY) whose session- or module-scoped fixtures cost too much to
+# make in more than one process, or that build on what the module's tests before them left:
+# each group runs whole, in order, in one process (tests/xdist_scheduling.py); every other
+# test goes to whichever process is free.
+ONE_PROCESS = {
+    # one Spark session (and one module's Spark job) for the run: tests/analytics took 115 s
+    # in one process and 341 s spread over four, four JVMs starting at once on two cores
+    "analytics/": "spark",
+    # its 300 broker groups seeded once (40 s on a busy machine); the outage tab's test, last,
+    # reads the problems the first one made
+    "ui/test_fleet.py": "fleet",
+    "deploy/test_wheel_install.py": "wheel",  # the wheel built and installed into a venv once (20 s)
+    # its module's fleet (Prometheus, two workers, brokers) made once, and its last test reads
+    # what the situations before it left in Prometheus (an idle route)
+    "test_alerts_live.py": "alerts",
+}
+
+
+def start_rank(item: pytest.Item) -> int:
+    return next((rank for rank, marker in enumerate(START_FIRST) if item.get_closest_marker(marker)),
+                len(START_FIRST))
+
 
 def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
     for item in items:
@@ -54,6 +82,16 @@ def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None
                 item.add_marker(marker)
         if not any(item.get_closest_marker(marker) for marker in FULL_ONLY_MARKERS):
             item.add_marker(pytest.mark.quick)
+    items.sort(key=start_rank)  # stable: a module's tests stay in their order
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: no error where it is not installed
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_scheduling import OneProcessScheduling
+
+    return OneProcessScheduling(config, log, ONE_PROCESS)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient
 from service.auth import TokenFile, TokenFileError, parse_credentials, parse_tokens
 from service.http.app_keys import OBSERVER
 from tests.builders import identity, registration
-from tests.calls import register
+from tests.calls import register, route
 from tests.tables import snapshot
 
 BROKER, ADMIN, OTHER_ADMIN = "b-token-1", "a-token-1", "a-token-2"
@@ -161,6 +161,7 @@ async def test_every_listed_token_works(make_client, tokens_file: Path) -> None:
     client = await make_client(auth_tokens_file=str(tokens_file))
     for token in (ADMIN, OTHER_ADMIN):
         assert (await client.put("/v1/kv/ns/k", json={"value": token}, headers=bearer(token))).status == 200
+        assert await (await client.get("/v1/kv/ns/k", headers=bearer(token))).json() == {"value": token}
 
 
 async def test_tokens_rotate_without_restart(make_client, tokens_file: Path, monkeypatch) -> None:

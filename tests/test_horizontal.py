@@ -167,7 +167,7 @@ def test_killing_a_worker_mid_stream_fails_only_in_flight_requests(cluster: Clus
     time.sleep(STALENESS_S)
 
     counts = {"ok": 0, "failed": 0}
-    failures: list[tuple[float, str]] = []  # (when the request started, why it failed)
+    failures: list[tuple[float, str, int]] = []  # (when the request started, why it failed, thread)
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -191,7 +191,7 @@ def test_killing_a_worker_mid_stream_fails_only_in_flight_requests(cluster: Clus
             with lock:
                 counts["ok" if ok else "failed"] += 1
                 if not ok:
-                    failures.append((started, why))
+                    failures.append((started, why, worker))
 
     threads = [threading.Thread(target=loop, args=(w,)) for w in range(3)]  # 1 writer + 2 readers
     for t in threads:
@@ -199,6 +199,7 @@ def test_killing_a_worker_mid_stream_fails_only_in_flight_requests(cluster: Clus
     try:
         time.sleep(1.0)
         victim = cluster.procs[1]
+        killed = time.monotonic()
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
         reaped = time.monotonic()
@@ -208,13 +209,16 @@ def test_killing_a_worker_mid_stream_fails_only_in_flight_requests(cluster: Clus
         for t in threads:
             t.join(15)
     print(f"\nkill mid-stream: {counts}, refused-and-skipped by LB: {cluster.lb.refused}, reaped {reaped}, failures: {failures}")
-    # Only requests in flight on the killed worker at the SIGKILL may fail (reset / remote
-    # disconnected): each client thread has at most one request in flight, so at most
-    # len(threads) = 3; observed 0-2 per run. Nothing started after the worker was reaped
+    # Only requests in flight on the killed worker may fail (reset / remote disconnected):
+    # of those begun before the SIGKILL, at most one a client thread (it has one request in
+    # flight); those begun while the worker dies (its listening socket still takes
+    # connections until the kernel closes it, a few ms, longer on a loaded machine) may fail
+    # too; observed 0-3 in all, 4 at load 6. Nothing started after the worker was reaped
     # fails: the LB skips the backend that refuses connections.
     assert counts["ok"] > 100, counts
-    assert counts["failed"] <= len(threads), (counts, failures)
-    assert all(started < reaped for started, _ in failures), (counts, reaped, failures)
+    before_kill = [worker for started, _, worker in failures if started < killed]
+    assert len(before_kill) == len(set(before_kill)) <= len(threads), (counts, killed, failures)
+    assert all(started < reaped for started, _, _ in failures), (counts, reaped, failures)
     assert cluster.lb.refused > 0  # the dead backend was really tried and skipped
     assert violations(r) == []
     for base in [cluster.urls[0], cluster.urls[2], lb]:

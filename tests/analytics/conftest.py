@@ -1,16 +1,32 @@
-"""One local SparkSession for every analytics test (starting Spark is the slow part)."""
+"""One local SparkSession for every analytics test (starting Spark is the slow part); under
+pytest-xdist these tests run in one process (tests/conftest.py, ONE_PROCESS), so one a run."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import redis
 
 from tests.analytics.seed import Model, build_model, write_model
+
+
+# scripts/spark-redis-jar builds it here from source (Maven Central, whence spark-submit
+# --packages takes it, is out of reach of some machines); out/ is not in the repository
+BUILT_JAR = Path(__file__).resolve().parents[2] / "out" / "spark-redis" / "spark-redis_2.12-3.1.0-jar-with-dependencies.jar"
+HOW_TO_GET_THE_JAR = ("build it from source with scripts/spark-redis-jar (git, a JDK, a minute), or name one "
+                      "with SPARK_REDIS_JAR=/path/to/spark-redis_2.12-3.1.0-jar-with-dependencies.jar")
+
+
+def spark_redis_jar() -> str | None:
+    """SPARK_REDIS_JAR, else the jar scripts/spark-redis-jar built, else None."""
+    if os.environ.get("SPARK_REDIS_JAR"):
+        return os.environ["SPARK_REDIS_JAR"]
+    return str(BUILT_JAR) if BUILT_JAR.is_file() else None
 
 
 @pytest.fixture(scope="session")
@@ -33,8 +49,8 @@ def spark() -> Iterator[Any]:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
     )
-    jar = os.environ.get("SPARK_REDIS_JAR")
-    if jar:  # lets the spark-redis test run where the jar is at hand
+    jar = spark_redis_jar()
+    if jar:  # the spark-redis reader's tests run where the jar is at hand
         builder = builder.config("spark.jars", jar)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -1,9 +1,9 @@
-"""read_table: the built-in reader against a real redis-server, and spark-redis when present."""
+"""read_table: the built-in reader against a real redis-server, and spark-redis when its jar is
+at hand (scripts/spark-redis-jar builds it from source)."""
 
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -14,6 +14,7 @@ from service.analytics.reader import (  # noqa: E402
     SPARK_REDIS_PACKAGE, connection_params, read_table, spark_redis_available, url_to_options,
 )
 from service.analytics.schemas import KINDS, schema  # noqa: E402
+from tests.analytics.conftest import HOW_TO_GET_THE_JAR, spark_redis_jar  # noqa: E402
 from tests.analytics.seed import ACTING, Model  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -144,10 +145,7 @@ def test_forcing_spark_redis_without_the_jar_says_how_to_get_it(spark):
 
 def test_spark_redis_reader_gives_the_same_dataframes(spark, seeded):
     if not spark_redis_available(spark):
-        pytest.skip(
-            "spark-redis jar not on the classpath (Maven Central is not reachable here); run with "
-            "SPARK_REDIS_JAR=/path/to/spark-redis_2.12-3.1.0-jar-with-dependencies.jar to include it"
-        )
+        pytest.skip(f"spark-redis jar not on the classpath: {HOW_TO_GET_THE_JAR}")
     model, now, url = seeded
     opts = {**url_to_options(url), "partitions.number": "3"}
     for kind in KINDS:
@@ -160,7 +158,7 @@ def test_spark_redis_reader_gives_the_same_dataframes(spark, seeded):
         assert {tuple(r) for r in a.collect()} == expected_rows(model, kind, now)
 
 
-@pytest.mark.skipif(not os.environ.get("SPARK_REDIS_JAR"), reason="SPARK_REDIS_JAR not set")
+@pytest.mark.skipif(spark_redis_jar() is None, reason=f"no spark-redis jar: {HOW_TO_GET_THE_JAR}")
 def test_jar_given_is_detected(spark):
     assert spark_redis_available(spark)
 
