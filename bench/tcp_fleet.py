@@ -32,11 +32,13 @@ targets take turns repetition by repetition, each pinned to the server core, the
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
+import json
+import os
 import random
 import re
 import struct
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,7 +52,6 @@ from bench import tcp_targets  # noqa: E402
 from bench.common import machine_info, parser, write_result  # noqa: E402
 from bench.fleet import assign  # noqa: E402
 from bench.spread import ratio_rows  # noqa: E402
-from service.store import CHANGE_BODY_HEAD, CHANGE_BODY_TAIL  # noqa: E402
 
 _LEN = struct.Struct(">i")
 
@@ -286,16 +287,13 @@ async def _close_storm(target: tcp_targets.Target, fleet: list[Member], form: st
 
 
 def script_names(root: Path) -> dict[str, str]:
-    """SHA -> name of the scripts of the registry checkout `root`, as its store loads them
-    (the prelude, then the body, a change script's inside the publishing wrapper)."""
-    lua = root / "lua"
-    prelude = (lua / "_lib.lua").read_text(encoding="utf-8")
-    names = {}
-    for path in lua.glob("*.lua"):
-        body = path.read_text(encoding="utf-8")
-        for source in (prelude + body, prelude + CHANGE_BODY_HEAD + body + CHANGE_BODY_TAIL):
-            names[hashlib.sha1(source.encode()).hexdigest()] = path.stem
-    return names
+    """SHA -> name of the scripts of the registry checkout `root`, as its own store
+    assembles them (service/store.py load_sources of that checkout)."""
+    code = ("import hashlib, json; from service.store import load_sources; print(json.dumps("
+            "{hashlib.sha1(s.encode()).hexdigest(): n for n, s in load_sources().items()}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                         check=True, capture_output=True, text=True).stdout
+    return dict(json.loads(out))
 
 
 def one_turn(target: tcp_targets.Target, shape: list[tuple[str, str, int, dict[str, Any]]], form: str,

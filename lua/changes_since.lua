@@ -1,5 +1,7 @@
 -- The change records a worker has not seen, read in one step with the version they lead to.
--- Read-only. KEYS[1] version counter
+-- Read-only.
+-- uses: keys, changes
+-- keys: version, changelog
 -- ARGV[1] the last sequence number the worker applied (0: none)
 -- Returns {version, records} with records newest first, from `version` down to ARGV[1]
 --   itself (that one included, so the worker can check it is the record it applied: a

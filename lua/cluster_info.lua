@@ -1,5 +1,6 @@
 -- Read ClusterInfo (brokerAddrTable and clusterAddrTable) in one step.
--- KEYS[1] version counter
+-- uses: keys
+-- keys: version, clusters, cluster, broker, addrs
 -- Returns {version, clusters, brokers}
 --   clusters: {{clusterName, {brokerName, ...}}, ...}
 --   brokers:  {{brokerName, cluster, {brokerId, brokerAddr, ...}, enableActingMaster, zoneName}, ...}

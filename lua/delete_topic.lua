@@ -1,11 +1,13 @@
 -- Delete a topic's route, or only its QueueData on one cluster's brokers; with them go
 -- the static topic's queue mappings of those groups.
--- KEYS[1] version counter
+-- uses: keys, changes, queues
+-- keys: version, cluster, broker, broker_topics, topics, topic_index, staged_topics, topic, queue, mapping,
+--       mapped, changes, changelog
 -- ARGV[1] topic
 -- ARGV[2] clusterName, or '' for every broker
 -- Returns {change, QueueData removed}
-local topic = ARGV[1]
-local cluster = ARGV[2]
+local change = new_change()
+local topic, cluster = ARGV[1], ARGV[2]
 
 local function in_scope(name)
   return cluster == '' or redis.call('SISMEMBER', K.cluster(cluster), name) == 1
@@ -24,4 +26,4 @@ for _, bname in ipairs(redis.call('HKEYS', K.mapping(topic))) do
   end
 end
 
-return {CHANGE, removed}
+return finish(change, removed)

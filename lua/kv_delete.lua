@@ -1,8 +1,10 @@
 -- Delete a KV config entry; a missing one is not an error. The namespace stays.
--- KEYS[1] version counter
+-- uses: keys, changes
+-- keys: version, kv, changes, changelog
 -- ARGV[1] namespace
 -- ARGV[2] key
 -- Returns {change}
+local change = new_change()
 local namespace, key = ARGV[1], ARGV[2]
 
 if redis.call('HDEL', K.kv(namespace), key) == 1 then
@@ -11,4 +13,4 @@ if redis.call('HDEL', K.kv(namespace), key) == 1 then
     touch_topic(change, key)  -- the topic's orderTopicConf
   end
 end
-return {CHANGE}
+return finish(change)

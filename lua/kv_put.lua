@@ -1,9 +1,11 @@
 -- Put a KV config entry; creates the namespace.
--- KEYS[1] version counter
+-- uses: keys, changes
+-- keys: version, kv_namespaces, kv, changes, changelog
 -- ARGV[1] namespace
 -- ARGV[2] key
 -- ARGV[3] value
 -- Returns {change}
+local change = new_change()
 local namespace, key, value = ARGV[1], ARGV[2], ARGV[3]
 
 redis.call('SADD', K.kv_namespaces(), namespace)
@@ -14,4 +16,4 @@ if redis.call('HGET', K.kv(namespace), key) ~= value then
     touch_topic(change, key)  -- the topic's orderTopicConf
   end
 end
-return {CHANGE}
+return finish(change)

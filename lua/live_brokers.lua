@@ -1,7 +1,8 @@
 -- One page of the registered broker addresses with their liveness (the dashboard), broker
 -- groups in (cluster, brokerName) order. Read-only. Members are found without SCAN:
 -- clusters -> broker names -> addrs hashes; the page's cost follows its size.
--- KEYS[1] version counter
+-- uses: keys, basics
+-- keys: version, clusters, cluster, broker, addrs, live, expiry, member
 -- ARGV[1] cursor: '' for the first page, else the JSON [cluster, brokerName] of the last
 --         group of the previous page
 -- ARGV[2] limit: broker groups in this page

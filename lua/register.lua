@@ -1,5 +1,8 @@
 -- Register a broker (RocketMQ RouteInfoManager.registerBroker), atomically.
--- KEYS[1]  version counter
+-- uses: keys, basics, changes, queues, members, groups
+-- keys: version, clusters, cluster, broker, addrs, broker_topics, topics, topic_index, staged_topics, stagings,
+--       topic, queue, live, expiry, member, filter, mapping, mapped, body_digests, masterless, kv, changes,
+--       changelog, departures
 -- ARGV[1]  clusterName
 -- ARGV[2]  brokerAddr
 -- ARGV[3]  brokerName
@@ -30,25 +33,13 @@
 --   status 'ok', or one of RocketMQ 5.3's refusals, which apply nothing else: 'conflict'
 --   (another address holds the id with a higher stateVersion: this address leaves the
 --   tables) or 'refused' (one topic from an id the group does not have); notices the JSON
---   of lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE notices ('' for none).
-local cluster = ARGV[1]
-local addr = ARGV[2]
-local name = ARGV[3]
-local id = ARGV[4]
-local ha_addr = ARGV[5]
-local timeout = tonumber(ARGV[6])
-local data_version = ARGV[7]
-local filter_mode = ARGV[8]
-local delete_absent = ARGV[9] == '1'
-local filter_servers = cjson.decode(ARGV[11])
-local channel = ARGV[12] or ''
-local body_digest = ARGV[13] or ''
-local acting = ARGV[14] or ''
-local zone = ARGV[15] or ''
-local mappings = cjson.decode(ARGV[16] or '[]')
-local own_staging = ARGV[17] or ''
-local topic_count = tonumber(ARGV[18] or '')
-local state_version = ARGV[19] or '0'
+--   of lua/_groups.lua's NOTIFY_MIN_BROKER_ID_CHANGE notices ('' for none).
+local change = new_change()
+local cluster, addr, name, id, ha_addr = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local timeout, data_version, filter_mode, delete_absent = tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9] == '1'
+local filter_servers, channel, body_digest = cjson.decode(ARGV[11]), ARGV[12] or '', ARGV[13] or ''
+local acting, zone, mappings = ARGV[14] or '', ARGV[15] or '', cjson.decode(ARGV[16] or '[]')
+local own_staging, topic_count, state_version = ARGV[17] or '', tonumber(ARGV[18] or ''), ARGV[19] or '0'
 
 -- RocketMQ 5.3's two refusals (RouteInfoManager.registerBroker), before anything is written.
 local held = redis.call('HGET', K.addrs(name), id)
@@ -60,64 +51,13 @@ if held and held ~= addr then
   if row[1] == cluster and digits_above(string.match(row[2] or '', '"stateVersion":(%d+)') or '0', state_version) then
     remove_address(change, addr, nil)  -- not a departure of the three kinds recorded
     local _, _, _, kv = registration_answer(name, '0')  -- RocketMQ answers its empty result
-    return {CHANGE, change.visible and 1 or 0, 0, '', '', kv, 'conflict', notices_json(change)}
+    return finish(change, change.visible and 1 or 0, 0, '', '', kv, 'conflict', notices_json(change))
   end
 elseif not held and acting ~= '' and topic_count == 1 then
   -- apache/rocketmq#4522: a 5.x broker's registration of one topic (registerSingleTopicAll,
   -- a topic created before its full registration reached this NameServer) from an id the
   -- group lacks
-  return {CHANGE, 0, 0, '', '', {}, 'refused', ''}
-end
-
--- A staged first registration (register_stage.lua) is published by this one: its pairs
--- and topics are in place, readers and caches see them from now on.
-local function publish_staged(change, name)
-  -- Alone: this group is the only one counted as staging, and staged-topics holds as many
-  -- topics as its slices added. A worker of an older release stages without counting, and
-  -- a topic leaves the set once a visible group serves it: either makes the counts differ,
-  -- and the set is then gone through topic by topic.
-  local counts = redis.call('HGETALL', K.stagings())  -- a few fields: the stagings under way
-  local added = #counts == 2 and counts[1] == name and tonumber(counts[2])
-  local alone = added and added == redis.call('SCARD', K.staged_topics())
-  redis.call('HDEL', K.stagings(), name)
-  if alone then
-    -- every staged topic is this group's: the set goes whole, in O(1) (UNLINK frees it in
-    -- the background), and the group's topics it does not hold are the shared ones
-    local shared = redis.call('HLEN', K.broker_topics(name)) - added
-    if shared == 0 or shared > TAG_CAP then
-      if redis.call('UNLINK', K.staged_topics()) == 1 then
-        touch_new_topics(change)
-      end
-      memo.any_staged = false  -- the set is gone
-      if shared > 0 then
-        touch_all(change)  -- as many tags as touch_topics would give up on
-      end
-      touch_group(change, name)
-      return
-    end
-  end
-  -- other stagings under way, or a few shared topics to tag: topic by topic
-  local topics = redis.call('HKEYS', K.broker_topics(name))
-  -- topics new to the tables had no route, so only their TOPIC_NOT_EXIST answers go
-  -- (one tag); those another group serves already are tagged one by one
-  local new, shared = {}, {}
-  if staging_somewhere() then
-    for i = 1, #topics, SLICE do
-      local last = math.min(i + SLICE - 1, #topics)
-      local staged_ = redis.call('SMISMEMBER', K.staged_topics(), unpack(topics, i, last))
-      for j = i, last do
-        if staged_[j - i + 1] == 1 then new[#new + 1] = topics[j] else shared[#shared + 1] = topics[j] end
-      end
-    end
-  else
-    shared = topics
-  end
-  unstage_topics(new)
-  if #new > 0 then
-    touch_new_topics(change)
-  end
-  touch_topics(change, shared)
-  touch_group(change, name)
+  return finish(change, 0, 0, '', '', {}, 'refused', '')
 end
 
 local now = now_ms()
@@ -252,8 +192,8 @@ end
 -- 4. brokerLiveTable, with the key TTL and the deadline index
 redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name,
   'brokerId', id, 'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout),
-  'dataVersion', data_version, 'channel', channel)
-touch_live(addr, now, timeout)
+  'dataVersion', data_version)
+touch_live(addr, now, timeout, channel)
 redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name, 'brokerId', id)
 
 -- 5. filterServerTable: absent leaves it, empty removes it, non-empty replaces it
@@ -302,4 +242,4 @@ end
 
 -- 7. the answer
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
-return {CHANGE, change.visible and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', notices_json(change)}
+return finish(change, change.visible and 1 or 0, master_found, master_addr, master_ha, kv, 'ok', notices_json(change))

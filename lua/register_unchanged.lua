@@ -4,36 +4,30 @@
 -- changed or its group's QueueData were changed by anything else since (put_queues and
 -- drop_queues clear queuesIntact), so only liveness is refreshed, and the dataVersion
 -- stored when the body's moved (RocketMQ rewrites a topic on a new dataVersion only where
--- it differs: here none does). Anything else answers {0} and the caller registers in full.
+-- it differs: here none does). Anything else answers 0 and the caller registers in full.
 -- The body is found by its digest alone, so the caller need not even parse it.
--- KEYS[1] version counter
+-- uses: keys, basics, changes, members
+-- keys: version, broker, addrs, live, expiry, body_digests, kv, changes, changelog
 -- ARGV[1] digest of the request body
 -- ARGV[2] channel: the remoting connection it came on ('' over HTTP)
 -- ARGV[3] the body's dataVersion, canonical ('' when the digest covers it)
--- Returns {0}, or {1, masterFound, masterAddr, masterHaAddr, kvFlat}
+-- Returns {change, 0}, or {change, 1, masterFound, masterAddr, masterHaAddr, kvFlat}
+local change = new_change()
 local digest, channel, data_version = ARGV[1], ARGV[2], ARGV[3] or ''
 
 local addr = redis.call('HGET', K.body_digests(), digest)
-if not addr then
-  return {0}
-end
 -- the live row may have expired (TTL): then the broker must register in full
-local row = redis.call('HMGET', K.live(addr), 'brokerName', 'brokerId', 'cluster', 'heartbeatTimeoutMillis')
-if not row[1] then
-  return {0}
-end
+local row = addr and redis.call('HMGET', K.live(addr), 'brokerName', 'brokerId', 'cluster', 'heartbeatTimeoutMillis')
+if not (row and row[1]) then return finish(change, 0) end
 local name, id, cluster = row[1], row[2], row[3]
-if redis.call('HGET', K.addrs(name), id) ~= addr or redis.call('HGET', K.broker(name), 'cluster') ~= cluster then
-  return {0}
-end
-if id == '0' and redis.call('HGET', K.broker(name), 'queuesIntact') ~= '1' then
-  return {0}
+if redis.call('HGET', K.addrs(name), id) ~= addr or redis.call('HGET', K.broker(name), 'cluster') ~= cluster
+    or (id == '0' and redis.call('HGET', K.broker(name), 'queuesIntact') ~= '1') then
+  return finish(change, 0)
 end
 
-touch_live(addr, now_ms(), tonumber(row[4]))
-redis.call('HSET', K.live(addr), 'channel', channel)
+touch_live(addr, now_ms(), tonumber(row[4]), channel)
 if data_version ~= '' then
   redis.call('HSET', K.live(addr), 'dataVersion', data_version)
 end
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)
-return {1, master_found, master_addr, master_ha, kv}
+return finish(change, 1, master_found, master_addr, master_ha, kv)

@@ -6,18 +6,22 @@
 --     through another connection, another worker or HTTP stays);
 --   'expired': removed only once its deadline has passed (a heartbeat that landed after
 --     the scanner read it wins).
--- Whole addresses are removed (lua/_lib.lua remove_address) until about `budget` pairs
+-- Whole addresses are removed (lua/_groups.lua remove_address) until about `budget` pairs
 -- have been spent, so a script's time in Redis stays bounded: at least one address a
 -- script, but a group with more pairs than the budget goes a slice at a time (drop_slice
 -- below); the entries not reached are left for the next script. Running an entry twice,
 -- or after another worker removed it, settles it without changing anything.
--- KEYS[1] version counter
+-- uses: keys, basics, changes, queues, groups
+-- keys: version, clusters, cluster, broker, addrs, broker_topics, topics, topic_index, staged_topics, stagings,
+--       topic, queue, live, expiry, member, filter, mapping, mapped, body_digests, masterless, changes,
+--       changelog, departures
 -- ARGV[1] budget: the (topic, group) pairs one script may remove or rewrite
 -- ARGV[2..] three values per entry: brokerAddr, channel id ('' for an expiry), cause
 -- Returns {change, statuses, clusters, notices}: per entry, in order, 'removed', 'not
 -- due', 'not owned', 'gone' (the last three settled: nothing to do) or '' (not reached:
 -- send it again); clusters: each removed entry's cluster ('' otherwise); notices:
--- lua/_lib.lua's NOTIFY_MIN_BROKER_ID_CHANGE, '' none.
+-- lua/_groups.lua's NOTIFY_MIN_BROKER_ID_CHANGE, '' none.
+local change = new_change()
 local budget = tonumber(ARGV[1])
 
 -- What removing `addr` may cost in pairs: the group's pairs when it is the last member
@@ -39,7 +43,7 @@ end
 -- time, `n` a script, while its last address stays until the rest fit: between two
 -- scripts some of its topics' routes name it and some no longer do (a dead broker's
 -- routes go a part at a time), and a broker back meanwhile registers them again (a
--- dropped pair makes its next registration take the full path: lua/_lib.lua drop_queues).
+-- dropped pair makes its next registration take the full path: lua/_queues.lua drop_queues).
 local SLICE_MIN = 500
 local function drop_slice(name, n)
   -- exactly min(n, pairs) distinct topics, whatever deletions did to the hash's layout
@@ -97,4 +101,4 @@ for i = 2, #ARGV, 3 do
   statuses[#statuses + 1] = status
   clusters[#clusters + 1] = cluster
 end
-return {CHANGE, statuses, clusters, notices_json(change)}
+return finish(change, statuses, clusters, notices_json(change))

@@ -1,7 +1,8 @@
 -- Read a topic's route in one step, so no reader sees a queue whose broker was just removed,
 -- and encode it here: a miss then costs the worker no decoding of nested replies and no
 -- JSON encoding, only the bytes it sends (and caches).
--- KEYS[1] version counter
+-- uses: keys, basics, staging
+-- keys: version, broker, addrs, topic, queue, filter, mapping, kv
 -- ARGV[1] topic
 -- ARGV[2] '1' to attach orderTopicConf from the KV namespace ORDER_TOPIC_CONFIG
 -- ARGV[3] '1' for supportActingMaster: a group whose brokers run with enableActingMaster,

@@ -4,7 +4,8 @@
 -- lists, broker groups in name order for 'cluster'. The slices are read one after the
 -- other, not in one step: a list read while topics change may miss one added meanwhile or
 -- hold one removed meanwhile, as a NameServer's list may by the time it arrives.
--- KEYS[1] version counter
+-- uses: keys, staging
+-- keys: version, clusters, cluster, broker, addrs, broker_topics, topic_index, staged_topics, topic, queue
 -- ARGV[1] which: 'all', 'cluster', 'system', 'unit', 'unit-sub', 'unit-sub-without-unit'
 -- ARGV[2] clusterName (for 'cluster')
 -- ARGV[3] cursor: '' for the first slice, else the last topic (or group, for 'cluster')
@@ -79,16 +80,10 @@ else
     -- the flags of the topic's first QueueData, by brokerName so every worker agrees
     local names = redis.call('SMEMBERS', K.topic(topic))
     table.sort(names)
-    local first = names[1]
-    if first and staging_group(first) then
+    local first
+    for _, n in ipairs(names) do
       -- a staged group's QueueData is not there yet (lua/register_stage.lua): the next one
-      first = nil
-      for i = 2, #names do
-        if not staging_group(names[i]) then
-          first = names[i]
-          break
-        end
-      end
+      if not staging_group(n) then first = n break end
     end
     local flags = tonumber(first and redis.call('HGET', K.queue(topic, first), 'topicSysFlag') or 0) or 0
     local unit, sub = has_flag(flags, FLAG_UNIT), has_flag(flags, FLAG_UNIT_SUB)

@@ -1,6 +1,7 @@
 -- One page of the topics in name order, each with its QueueDatas and order config (the
 -- dashboard's table). Read-only; its cost follows the page, not the table.
--- KEYS[1] version counter
+-- uses: keys, staging
+-- keys: version, broker, topic_index, staged_topics, topic, queue, kv
 -- ARGV[1] cursor: the last topic of the previous page ('' for the first page)
 -- ARGV[2] limit: topics in this page
 -- ARGV[3] prefix the topics start with ('' for all)

@@ -1,7 +1,9 @@
 -- Wipe or add the write permission of every QueueData of a broker name.
--- KEYS[1] version counter
+-- uses: changes, queues
+-- keys: version, broker, broker_topics, topics, topic_index, staged_topics, topic, queue, changes, changelog
 -- ARGV[1] brokerName
 -- ARGV[2] 'wipe' (perm & ~WRITE) or 'add' (perm = READ|WRITE)
 -- Returns {change, topics touched}
+local change = new_change()
 local count = set_write_perm(change, ARGV[1], ARGV[2] == 'wipe')
-return {CHANGE, count}
+return finish(change, count)

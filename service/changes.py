@@ -2,7 +2,7 @@
 
 Every change script that alters a visible table publishes a record on the change channel
 and pushes it onto the capped changelog, in the same script (``publish_change`` in
-``lua/_lib.lua``). A record is a JSON array ``[seq, redisTime, tag, ...]``: ``seq`` is the
+``lua/_changes.lua``). A record is a JSON array ``[seq, redisTime, tag, ...]``: ``seq`` is the
 new value of the version counter, ``redisTime`` makes the record unique (so a history that
 was rolled back and rewritten shows), and each tag is ``t:<topic>`` (that topic's
 QueueDatas or order config), ``g:<brokerName>`` (that group's members, addresses, cluster

@@ -2,7 +2,7 @@
 
 Every key carries the hash tag ``{<prefix>}`` so that a Redis Cluster keeps them all in
 one slot and every Lua script may touch any of them. The Lua scripts build the same
-names from the tag they are given (``lua/_lib.lua``); this module is the Python side
+names from the tag they are given (``lua/_keys.lua``); this module is the Python side
 and the reference for both.
 
 Names (cluster, broker name, topic, KV namespace) may be any string RocketMQ accepts,
@@ -56,7 +56,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 # The bytes a name keeps as they are; every other byte (``~`` included, which makes the
-# escape reversible) becomes ``~XX``, uppercase hex of its UTF-8 byte. lua/_lib.lua's
+# escape reversible) becomes ``~XX``, uppercase hex of its UTF-8 byte. lua/_keys.lua's
 # ``enc`` is the same function: change both together.
 _PLAIN = re.compile(r"[%|A-Za-z0-9_.\-]*")
 _KEPT = frozenset(b"%|ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -221,7 +221,7 @@ class Keys:
 
     @property
     def changelog(self) -> str:
-        """LIST of the latest change records, newest first, capped (lua/_lib.lua): what a
+        """LIST of the latest change records, newest first, capped (lua/_changes.lua): what a
         worker that missed some on the channel replays."""
         return f"{self.tag}:changelog"
 
@@ -231,7 +231,7 @@ class Keys:
         """ZSET of the brokers that left (unregistered, connection closed, expired) by when
         (ms, Redis time): each member the JSON {brokerAddr, brokerName, cluster, brokerId,
         cause, at}, written by the script that removed the broker, trimmed to the last hour
-        and the last 1,000 (lua/_lib.lua record_departure)."""
+        and the last 1,000 (lua/_members.lua record_departure)."""
         return f"{self.tag}:departures"
 
     # -- upgrades

@@ -171,7 +171,7 @@ def _column(configs: list[dict[str, Any]], getters: tuple[Any, Any]) -> list[Any
 
 
 def plain_fingerprints(table: dict[Any, Any], max_queues: int, max_topics: int) -> dict[str, str] | None:
-    """topic -> "readQueueNums,writeQueueNums,perm,topicSysFlag" (lua/_lib.lua's
+    """topic -> "readQueueNums,writeQueueNums,perm,topicSysFlag" (lua/_queues.lua's
     ``fingerprint``) when every topic config of `table` passes TopicConfig and the checks of
     TopicConfigWrapper as it stands, so validating them one by one would change nothing;
     None otherwise (the full validation then names what is wrong).

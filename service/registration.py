@@ -55,7 +55,7 @@ def body_digest(*parts: bytes) -> str:
 
 def fingerprints(table: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """topic -> "readQueueNums,writeQueueNums,perm,topicSysFlag" of validated configs, as
-    lua/_lib.lua's ``fingerprint`` writes them."""
+    lua/_queues.lua's ``fingerprint`` writes them."""
     return {topic: f"{c['readQueueNums']},{c['writeQueueNums']},{c['perm']},{c.get('topicSysFlag', 0)}"
             for topic, c in table.items()}
 

@@ -121,7 +121,7 @@ class Registry:
         self.register_paths: Counter[str] = Counter()
         self.route_reads: SharedReads[Route] = SharedReads()
         # told the NOTIFY_MIN_BROKER_ID_CHANGE notices of the scripts that change a group's
-        # members (lua/_lib.lua note_min_change), when set (RMQ_NOTIFY_MIN_BROKER_ID_CHANGED)
+        # members (lua/_groups.lua note_min_change), when set (RMQ_NOTIFY_MIN_BROKER_ID_CHANGED)
         self.on_notices: Callable[[list[dict[str, Any]]], None] | None = None
         self._turns = asyncio.Semaphore(self.REGISTRATIONS_IN_FLIGHT)
         self.busy = 0  # registrations refused as busy (for /metrics)

@@ -33,7 +33,7 @@ from service.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-# Why a broker goes (lua/remove_batch.lua checks each its own way; lua/_lib.lua's
+# Why a broker goes (lua/remove_batch.lua checks each its own way; lua/_groups.lua's
 # remove_address is told it).
 CONNECTION_CLOSED, UNREGISTERED, EXPIRED = CAUSES = ("connection closed", "unregistered", "expired")
 REMOVED = "removed"

@@ -3,8 +3,9 @@ its result as a named tuple. The only Python that knows a script's ARGV order an
 order of what it returns (each script's header comment says the same; the two change
 together). Callers never name a script or build an argument list.
 
-A change script's first result is its change record (or the bare version when nothing
-visible changed): ``change`` in every result that has one, for the caller's cache.
+Every change script answers one shape (lua/_changes.lua ``finish``): its change record (or
+the bare version when nothing visible changed) first, then its own values; ``change`` in
+the results that hand it on, for the caller's cache.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ def _pairs(flat: Sequence[Any]) -> dict[str, str]:
 
 
 def _notices(raw: Any) -> list[dict[str, Any]]:
-    """NOTIFY_MIN_BROKER_ID_CHANGE notices (lua/_lib.lua ``note_min_change``): JSON, '' for none."""
+    """NOTIFY_MIN_BROKER_ID_CHANGE notices (lua/_groups.lua ``note_min_change``): JSON, '' for none."""
     return orjson.loads(raw) if raw else []
 
 
 class Answer(NamedTuple):
-    """What a registration's answer carries (lua/_lib.lua ``registration_answer``)."""
+    """What a registration's answer carries (lua/_members.lua ``registration_answer``)."""
 
     master_addr: str | None  # a slave's live master
     master_ha: str | None
@@ -119,20 +120,20 @@ class Scripts:
     async def register_stage(self, name: str, generation: str, topics: bytes) -> Staged:
         """lua/register_stage.lua: one slice of a new group's first registration."""
         r = await self.store.run("register_stage", [name, generation, topics])
-        return Staged(r[0], text(r[1]), text(r[2]) if len(r) > 2 else "")
+        return Staged(r[0], text(r[1]), str(text(r[2])) if len(r) > 2 else "")  # 'cleaning' counts as an integer
 
     async def register_unchanged(self, digest: str, channel: str, data_version: str = "") -> Answer | None:
         """lua/register_unchanged.lua: the answer when the body of `digest` is one its
         address registered in full (liveness refreshed; `data_version`, when given, stored),
         else None."""
         r = await self.store.run("register_unchanged", [digest, channel, data_version])
-        return _answer(*r[1:5]) if int(r[0]) else None
+        return _answer(*r[2:6]) if int(r[1]) else None
 
     async def heartbeat(self, addr: str, name: str, broker_id: int, channel: str) -> str | None:
         """lua/heartbeat.lua: the stored dataVersion ('' when none) when the broker is
         registered and alive (its liveness refreshed), else None."""
         r = await self.store.run("heartbeat", [addr, name, broker_id, channel])
-        return (text(r[1]) if r[1] else "") if int(r[0]) else None
+        return (text(r[2]) if len(r) > 2 and r[2] else "") if int(r[1]) else None
 
     async def unregister(self, cluster: str, addr: str, name: str, broker_id: int) -> Removed:
         r = await self.store.run("unregister", [cluster, addr, name, broker_id])
@@ -210,7 +211,7 @@ class Scripts:
 
     # ------------------------------------------------------------------ upkeep at start
     async def topic_index_sync(self) -> int:
-        return int(await self.store.run("topic_index_sync", []))
+        return int((await self.store.run("topic_index_sync", []))[1])
 
     async def masterless_sync(self) -> int:
-        return int(await self.store.run("masterless_sync", []))
+        return int((await self.store.run("masterless_sync", []))[1])

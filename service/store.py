@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 import time
 from collections import Counter
@@ -165,22 +166,38 @@ def _lua_dir() -> Any:
         return Path(__file__).resolve().parent.parent / "lua"
 
 
-# What a change script's body runs in: it is handed a new change (lua/_lib.lua's
-# new_change) as `change`, which lua/_lib.lua's finish publishes however the body returns
-# (a read script's body runs bare: it changes nothing).
-CHANGE_BODY_HEAD = "local function script_body(change)\n"
-CHANGE_BODY_TAIL = "\nend\nlocal change = new_change()\nreturn finish(change, script_body(change))\n"
+# The prelude, by concern, in the order it is prepended: lua/_<part>.lua each. A script's
+# `-- uses:` line names the parts it calls (a part's own line the parts it calls): only
+# those are loaded with it, so a heartbeat does not define the removal cascade at each
+# call (docs/design.md, "Scripts": the measured cost).
+PARTS = ("keys", "basics", "changes", "staging", "queues", "members", "groups")
+_USES = re.compile(r"^-- uses: *(.*)$", re.MULTILINE)
 
 
-def load_sources() -> dict[str, str]:
-    base = _lua_dir()
-    prelude = (base / "_lib.lua").read_text(encoding="utf-8")
+def uses(source: str) -> list[str]:
+    """The parts a script or part names on its `-- uses:` line ([] without one)."""
+    m = _USES.search(source)
+    return [p.strip() for p in m.group(1).split(",") if p.strip()] if m else []
+
+
+def load_sources(base: Any = None) -> dict[str, str]:
+    """Each script as Redis runs it: the prelude parts it uses (with theirs), in PARTS
+    order, then the script file itself."""
+    base = base if base is not None else _lua_dir()
+    parts = {p: (base / f"_{p}.lua").read_text(encoding="utf-8") for p in PARTS}
     sources = {}
     for name in SCRIPTS:
         body = (base / f"{name}.lua").read_text(encoding="utf-8")
-        if name not in READ_SCRIPTS:
-            body = CHANGE_BODY_HEAD + body + CHANGE_BODY_TAIL
-        sources[name] = prelude + body
+        needed: set[str] = set()
+        todo = uses(body)
+        while todo:
+            part = todo.pop()
+            if part not in parts:
+                raise ValueError(f"lua/{name}.lua (or a part it uses) names an unknown prelude part {part!r}")
+            if part not in needed:
+                needed.add(part)
+                todo += uses(parts[part])
+        sources[name] = "".join(parts[p] for p in PARTS if p in needed) + body
     return sources
 
 

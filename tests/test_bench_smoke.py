@@ -27,6 +27,7 @@ BENCHES = {
     "scale_workers": (["--workers", "2", "--seconds", "1", "--rounds", "1"], {"direct"}),
     "changing_reads": (["--seconds", "1", "--rounds", "1"], {"rates", "ratio_to_no_change", "runs"}),
     "fleet": (["--no-analytics"], {"fleet", "seeding", "steady_state", "random_reads", "watch", "slowest_scripts"}),
+    "script_prelude": ([], {"this"}),
 }
 
 

@@ -1,5 +1,5 @@
 """The key schema lives in one place, service/keys.py: every key the scripts in lua/ build
-is a ``Keys`` method with a twin in lua/_lib.lua's ``K``, every hash field they read or
+is a ``Keys`` method with a twin in lua/_keys.lua's ``K``, every hash field they read or
 write on a row-shaped key is in ``FIELDS``, and docs/design.md's schema table lists each
 key with those fields."""
 
@@ -91,7 +91,7 @@ def test_every_field_in_keys_fields_is_used_by_some_script() -> None:
 
 
 def _lua_key_names() -> set[str]:
-    return set(re.findall(r"^function K\.([a-z_]+)\(", (ROOT / "lua" / "_lib.lua").read_text(), re.M))
+    return set(re.findall(r"^function K\.([a-z_]+)\(", (ROOT / "lua" / "_keys.lua").read_text(), re.M))
 
 
 def _keys_methods() -> dict[str, str]:
@@ -140,17 +140,9 @@ WRITES = re.compile(r"redis\.call\('(HSET|HDEL|SADD|SREM|DEL|UNLINK|ZADD|ZREM|LP
                     r"PUBLISH|HINCRBY|EXPIRE)'")
 
 
-def test_no_script_publishes_its_change_itself_the_wrapper_does() -> None:
-    callers = [p.name for p in LUA if p.name != "_lib.lua" and "publish_change" in p.read_text()]
+def test_no_script_publishes_its_change_itself_finish_does() -> None:
+    callers = [p.name for p in LUA if not p.name.startswith("_") and "publish_change" in p.read_text()]
     assert callers == []
-
-
-def test_every_change_script_runs_inside_the_publishing_wrapper() -> None:
-    from service.store import CHANGE_BODY_HEAD, CHANGE_BODY_TAIL, READ_SCRIPTS, load_sources
-
-    for name, source in load_sources().items():
-        wrapped = CHANGE_BODY_HEAD in source and source.endswith(CHANGE_BODY_TAIL)
-        assert wrapped is (name not in READ_SCRIPTS), name
 
 
 def test_read_scripts_write_nothing() -> None:
@@ -176,9 +168,10 @@ def test_every_script_has_its_typed_method() -> None:
 
 
 def test_the_prelude_keeps_no_change_state_outside_the_change_object() -> None:
-    # module-level state of lua/_lib.lua: constants (upper case), the key builders, and the
-    # read caches; a new accumulator there would be a change no wrapper publishes
-    prelude = (ROOT / "lua" / "_lib.lua").read_text()
-    names = re.findall(r"^local (\w+)\s*=", prelude, flags=re.MULTILINE)
+    # module-level state of the prelude parts (lua/_*.lua): constants (upper case), the key
+    # builders, and the read caches; a new accumulator there would be a change finish does
+    # not publish
+    names = [n for p in LUA if p.name.startswith("_")
+             for n in re.findall(r"^local (\w+)\s*=", p.read_text(), flags=re.MULTILINE)]
     state = [n for n in names if not n.isupper() and n not in ("K", "TAG", "encoded", "memo")]
     assert state == []

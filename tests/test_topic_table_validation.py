@@ -1,6 +1,6 @@
 """The fast check of a registration's topic table (service.models.plain_fingerprints):
 whatever it lets through is what the full, per-topic validation keeps, with the
-fingerprints lua/_lib.lua writes; anything else goes through the full validation."""
+fingerprints lua/_queues.lua writes; anything else goes through the full validation."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from service.keys import SCHEMA_VERSION, Keys
-from service.store import CHANGE_BODY_HEAD, CHANGE_BODY_TAIL
+from service.store import load_sources
 from tests.builders import registration
 from tests.processes import ROOT, start, wait_http
 from tests.redis_server import free_port
@@ -98,9 +98,8 @@ def test_workers_with_different_scripts_of_one_schema_version_serve_one_table_se
     workers.append(new)
     wait_http(new.url + "/readyz")
     r = redis.Redis.from_url(redis_url)
-    lib = (ROOT / "lua" / "_lib.lua").read_text()
-    # a change script's body runs inside the publishing wrapper (service/store.py)
-    edited = lib + CHANGE_BODY_HEAD + (ROOT / "lua" / "register.lua").read_text() + marker + CHANGE_BODY_TAIL
+    # the script as service/store.py assembles it: the prelude parts it uses, then its file
+    edited = load_sources()["register"] + marker
     edited_sha = hashlib.sha1(edited.encode()).hexdigest()
     assert r.script_exists(edited_sha) == [True], "the new worker runs the edited script"
 

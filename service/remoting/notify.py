@@ -1,7 +1,7 @@
 """NOTIFY_MIN_BROKER_ID_CHANGE (905): RocketMQ 5's NameServer tells a group's brokers when
 the group's smallest brokerId changes (``notifyMinBrokerIdChanged``, off by default), so an
 acting-master slave learns at once that it now leads, or no longer does. The scripts find
-the changes (lua/_lib.lua ``note_min_change``); this sends them, oneway, each on a short
+the changes (lua/_groups.lua ``note_min_change``); this sends them, oneway, each on a short
 connection of its own to the broker's address (RocketMQ sends on its client channel, with a
 300 ms timeout, and does not wait for an answer either)."""
 

@@ -4,7 +4,7 @@
 -- ARGV[1] the key tag, e.g. '{rmq}'
 -- Returns a list of violations (empty when the tables are consistent).
 local T = ARGV[1]
--- Names in keys are encoded as lua/_lib.lua's enc does (service/keys.py encode_name);
+-- Names in keys are encoded as lua/_keys.lua's enc does (service/keys.py encode_name);
 -- this script runs without that prelude, so it carries its own copy and the inverse.
 local function enc(name)
   return (string.gsub(name, '[^a-zA-Z0-9_.%%|%-]', function(c) return string.format('~%02X', string.byte(c)) end))

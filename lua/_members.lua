@@ -1,0 +1,42 @@
+-- Prelude part: an address's liveness, a registration's answer, departures.
+-- uses: keys, basics
+
+-- Brokers that left, for an operator who comes late (GET /v1/departures, the dashboard):
+-- written by the script that removes the broker, so a departure is recorded exactly when
+-- it happened. A ZSET by time (ms, Redis time) of JSON entries, bounded by age and count;
+-- readers see only the window (lua/departures.lua).
+local DEPARTURES_MS = 3600000
+local DEPARTURES_RETAIN = 1000
+
+-- `cause`: 'unregistered', 'connection closed' or 'expired'.
+local function record_departure(addr, name, cluster, id, cause, now)
+  local entry = cjson.encode({brokerAddr = addr, brokerName = name, cluster = cluster,
+    brokerId = tonumber(id), cause = cause, at = now})
+  redis.call('ZADD', K.departures(), int(now), entry)
+  redis.call('ZREMRANGEBYSCORE', K.departures(), '-inf', '(' .. int(now - DEPARTURES_MS))
+  redis.call('ZREMRANGEBYRANK', K.departures(), 0, -(DEPARTURES_RETAIN + 1))
+end
+
+-- Brings a live row's deadline to now + its timeout (key TTL and index together); `channel`:
+-- the connection that refreshed it, which owns the address now (lua/remove_batch.lua).
+local function touch_live(addr, now, timeout, channel)
+  redis.call('HSET', K.live(addr), 'lastUpdateTimestamp', int(now), 'channel', channel)
+  redis.call('PEXPIRE', K.live(addr), timeout)
+  redis.call('ZADD', K.expiry(), int(now + timeout), addr)
+end
+
+-- The answer to a registration: a slave learns its master when the master is alive;
+-- every broker gets the ORDER_TOPIC_CONFIG namespace.
+local function registration_answer(name, id)
+  local master_found, master_addr, master_ha = 0, '', ''
+  if id ~= '0' then
+    local m = redis.call('HGET', K.addrs(name), '0')
+    if m then
+      local m_ha = redis.call('HGET', K.live(m), 'haServerAddr')
+      if m_ha then
+        master_found, master_addr, master_ha = 1, m, m_ha
+      end
+    end
+  end
+  return master_found, master_addr, master_ha, redis.call('HGETALL', K.kv(ORDER_TOPIC_CONFIG))
+end

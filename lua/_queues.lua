@@ -1,0 +1,224 @@
+-- Prelude part: QueueData, fingerprints, the topic set and index, static topic mappings.
+-- uses: keys, basics, changes, staging
+
+-- A QueueData's values as one string, kept per group in broker-topics:<name>, so that
+-- a registration compares 10,000 topics against one HGETALL instead of 10,000 reads.
+local function fingerprint(r, w, p, f)
+  return r .. ',' .. w .. ',' .. p .. ',' .. f
+end
+
+-- The group's QueueData fingerprints: topic -> fingerprint.
+local function fingerprints(name)
+  local flat = redis.call('HGETALL', K.broker_topics(name))
+  local known = {}
+  for i = 1, #flat, 2 do
+    known[flat[i]] = flat[i + 1]
+  end
+  return known
+end
+
+-- Writes QueueDatas of one group, each {topic, r, w, p, f}; `known` is the group's
+-- fingerprints before. Per pair only its row (and the topic's broker set when the pair
+-- is new); the topic list and the fingerprints take one variadic call per slice.
+-- The topic list in name order beside the set (K.topic_index): ZADD takes score, member.
+local function index_topics(topics)
+  local pairs_ = {}
+  for _, topic in ipairs(topics) do
+    pairs_[#pairs_ + 1] = 0
+    pairs_[#pairs_ + 1] = topic
+  end
+  variadic('ZADD', K.topic_index(), pairs_)
+end
+
+-- How many pairs of one group a change tags by topic; past it, the pairs that existed
+-- before are tagged by their group instead (every route naming the group depends on it).
+local PER_TOPIC_TAGS = 64
+
+-- `staged`: the pairs of a group under a staged first registration (register_stage.lua),
+-- which no reader sees until its master's registration publishes them: no topic list, no
+-- change record, and the generation is the stager's.
+local function put_queues(change, name, entries, known, staged)
+  if #entries == 0 then
+    return
+  end
+  if not staged then
+    -- a staging under way is stale now; an unchanged re-registration must take the full
+    -- path (register.lua marks the queues intact again once it has written them)
+    redis.call('HDEL', K.broker(name), 'topicsGen', 'queuesIntact')
+  end
+  local few = #entries <= PER_TOPIC_TAGS
+  local new_topics, fps = {}, {}
+  for _, e in ipairs(entries) do
+    local topic = e[1]
+    redis.call('HSET', K.queue(topic, name), 'topic', topic, 'brokerName', name,
+      'readQueueNums', e[2], 'writeQueueNums', e[3], 'perm', e[4], 'topicSysFlag', e[5])
+    if staged then
+      redis.call('SADD', K.topic(topic), name)
+      if redis.call('SADD', K.topics(), topic) == 1 then
+        new_topics[#new_topics + 1] = topic  -- new to the tables: listed once published
+      end
+    elseif not known[topic] then
+      redis.call('SADD', K.topic(topic), name)
+      new_topics[#new_topics + 1] = topic
+      -- a route read before the pair existed does not name this group: tag the topic
+      touch_topic(change, topic)
+    elseif few then
+      touch_topic(change, topic)
+    else
+      touch_group(change, name)
+    end
+    fps[#fps + 1] = topic
+    fps[#fps + 1] = fingerprint(e[2], e[3], e[4], e[5])
+  end
+  if staged then
+    variadic('SADD', K.staged_topics(), new_topics)
+  else
+    variadic('SADD', K.topics(), new_topics)
+    unstage_topics(new_topics)  -- served by a group readers see now
+  end
+  index_topics(new_topics)
+  variadic('HSET', K.broker_topics(name), fps)
+end
+
+-- Creates or replaces one QueueData; true when it changed.
+local function put_queue(change, topic, name, r, w, p, f)
+  local fp = redis.call('HGET', K.broker_topics(name), topic)
+  if fp == fingerprint(r, w, p, f) then
+    return false
+  end
+  put_queues(change, name, {{topic, r, w, p, f}}, {[topic] = fp or nil})
+  return true
+end
+
+-- {topic, fp} -> {topic, r, w, p, f}, what put_queues writes
+local function split_fp(e)
+  local r, w, p, f = string.match(e[2], '^(%d+),(%d+),(%d+),(%d+)$')
+  return {e[1], r, w, p, f}
+end
+
+-- Removes QueueDatas of one group, and each topic no broker serves any more.
+-- The group's queues are then no longer all its master registered, so its next
+-- unchanged registration must take the full path and bring them back.
+local function drop_queues(change, name, topics)
+  if #topics == 0 then
+    return
+  end
+  redis.call('HDEL', K.broker(name), 'queuesIntact', 'topicsGen')
+  -- every removed pair existed, so each route it changes names the group
+  if #topics <= PER_TOPIC_TAGS then
+    for _, topic in ipairs(topics) do
+      touch_topic(change, topic)
+    end
+  else
+    touch_group(change, name)
+  end
+  local rows, orphans = {}, {}
+  for i, topic in ipairs(topics) do
+    rows[i] = K.queue(topic, name)
+    -- an emptied set is deleted by Redis, so SREM then EXISTS tells whether it was the last
+    redis.call('SREM', K.topic(topic), name)
+    if redis.call('EXISTS', K.topic(topic)) == 0 then
+      orphans[#orphans + 1] = topic
+    end
+  end
+  delete_keys(rows)
+  variadic('HDEL', K.broker_topics(name), topics)
+  variadic('SREM', K.topics(), orphans)
+  variadic('ZREM', K.topic_index(), orphans)
+  unstage_topics(orphans)
+end
+
+local function drop_queue(change, topic, name)
+  drop_queues(change, name, {topic})
+end
+
+-- Wipes (perm & ~WRITE) or adds (perm = READ|WRITE) the write permission of every
+-- QueueData of a group; how many QueueData it has.
+local function set_write_perm(change, name, wipe)
+  local count, writes = 0, {}
+  local known = fingerprints(name)
+  for topic, fp in pairs(known) do
+    local r, w, p, f = string.match(fp, '^([^,]*),([^,]*),([^,]*),([^,]*)$')
+    local new_perm = wipe and without_write(p) or 6
+    if new_perm ~= tonumber(p) then
+      writes[#writes + 1] = {topic, r, w, tostring(new_perm), f}
+    end
+    count = count + 1
+  end
+  -- every topic here is known: only its row and fingerprint change, not its indexes
+  put_queues(change, name, writes, known)
+  return count
+end
+
+-- A static topic's queue mappings by the group that hosts them (RocketMQ 5's
+-- topicQueueMappingInfoTable): `mappings` a flat list [topic, bname, info JSON, ...].
+local function put_mappings(change, mappings)
+  for i = 1, #mappings, 3 do
+    local topic, bname, info = mappings[i], mappings[i + 1], mappings[i + 2]
+    if redis.call('HGET', K.mapping(topic), bname) ~= info then
+      redis.call('HSET', K.mapping(topic), bname, info)
+      redis.call('SADD', K.mapped(bname), topic)
+      touch_topic(change, topic)
+    end
+  end
+end
+
+-- Removes one group's mapping of a topic.
+local function drop_mapping(change, topic, bname)
+  if redis.call('HDEL', K.mapping(topic), bname) == 1 then
+    touch_topic(change, topic)
+  end
+  redis.call('SREM', K.mapped(bname), topic)
+end
+
+-- A staged first registration (register_stage.lua) is published by its master's
+-- registration (register.lua): its pairs and topics are in place, readers and caches see
+-- them from now on.
+local function publish_staged(change, name)
+  -- Alone: this group is the only one counted as staging, and staged-topics holds as many
+  -- topics as its slices added. A worker of an older release stages without counting, and
+  -- a topic leaves the set once a visible group serves it: either makes the counts differ,
+  -- and the set is then gone through topic by topic.
+  local counts = redis.call('HGETALL', K.stagings())  -- a few fields: the stagings under way
+  local added = #counts == 2 and counts[1] == name and tonumber(counts[2])
+  local alone = added and added == redis.call('SCARD', K.staged_topics())
+  redis.call('HDEL', K.stagings(), name)
+  if alone then
+    -- every staged topic is this group's: the set goes whole, in O(1) (UNLINK frees it in
+    -- the background), and the group's topics it does not hold are the shared ones
+    local shared = redis.call('HLEN', K.broker_topics(name)) - added
+    if shared == 0 or shared > TAG_CAP then
+      if redis.call('UNLINK', K.staged_topics()) == 1 then
+        touch_new_topics(change)
+      end
+      memo.any_staged = false  -- the set is gone
+      if shared > 0 then
+        touch_all(change)  -- as many tags as touch_topics would give up on
+      end
+      touch_group(change, name)
+      return
+    end
+  end
+  -- other stagings under way, or a few shared topics to tag: topic by topic
+  local topics = redis.call('HKEYS', K.broker_topics(name))
+  -- topics new to the tables had no route, so only their TOPIC_NOT_EXIST answers go
+  -- (one tag); those another group serves already are tagged one by one
+  local new, shared = {}, {}
+  if staging_somewhere() then
+    for i = 1, #topics, SLICE do
+      local last = math.min(i + SLICE - 1, #topics)
+      local staged_ = redis.call('SMISMEMBER', K.staged_topics(), unpack(topics, i, last))
+      for j = i, last do
+        if staged_[j - i + 1] == 1 then new[#new + 1] = topics[j] else shared[#shared + 1] = topics[j] end
+      end
+    end
+  else
+    shared = topics
+  end
+  unstage_topics(new)
+  if #new > 0 then
+    touch_new_topics(change)
+  end
+  touch_topics(change, shared)
+  touch_group(change, name)
+end
