@@ -73,3 +73,14 @@ def test_the_byte_estimate_of_an_entry_is_not_below_what_it_takes() -> None:
     tracemalloc.stop()
     assert len(built) == n
     assert cache.bytes >= taken, f"estimated {cache.bytes / n:.0f} B an entry, measured {taken / n:.0f} B"
+
+
+def test_an_answer_larger_than_the_whole_byte_budget_is_not_cached_and_pushes_no_route_out() -> None:
+    cache = ReadCache(store=None, poll_ms=500, bound_ms=1000,  # type: ignore[arg-type]
+                      max_bytes=10 * (ENTRY_OVERHEAD + 100))
+    small = make_answer(1, 200, b"x" * 100)
+    cache._insert_route(("http", "Small"), small)
+    cache._insert_route(("http", "Big"), make_answer(1, 200, b"y" * 20 * (ENTRY_OVERHEAD + 100)))
+    assert list(cache.routes) == [("http", "Small")]
+    assert cache.bytes == small.size
+    assert cache.stats.evictions == 1
