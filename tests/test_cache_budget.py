@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 
 import redis
@@ -73,3 +74,26 @@ def test_the_byte_estimate_of_an_entry_is_not_below_what_it_takes() -> None:
     tracemalloc.stop()
     assert len(built) == n
     assert cache.bytes >= taken, f"estimated {cache.bytes / n:.0f} B an entry, measured {taken / n:.0f} B"
+
+
+def test_an_answer_larger_than_the_whole_byte_budget_is_not_cached_and_pushes_no_route_out() -> None:
+    cache = ReadCache(store=None, poll_ms=500, bound_ms=1000,  # type: ignore[arg-type]
+                      max_bytes=10 * (ENTRY_OVERHEAD + 100))
+    small = make_answer(1, 200, b"x" * 100)
+    cache._insert_route(("http", "Small"), small)
+    cache._insert_route(("http", "Big"), make_answer(1, 200, b"y" * 20 * (ENTRY_OVERHEAD + 100)))
+    assert list(cache.routes) == [("http", "Small")]
+    assert cache.bytes == small.size
+    assert cache.stats.evictions == 1
+
+
+def test_topic_not_exist_answers_are_bounded_least_recently_used_first() -> None:
+    cache = ReadCache(store=None, poll_ms=500, bound_ms=60_000, negative_entries=3)  # type: ignore[arg-type]
+    cache.confirmed_at = time.monotonic()  # as a poll that found every record applied
+    for i in range(3):
+        cache._insert_route(("tcp", f"Unknown{i}"), make_answer(1, 404, b"no"))
+    assert cache.lookup_route("tcp", "Unknown0") is not None  # kept in use
+    cache._insert_route(("tcp", "Unknown3"), make_answer(1, 404, b"no"))
+    assert cache.lookup_route("tcp", "Unknown0") is not None
+    assert cache.lookup_route("tcp", "Unknown1") is None
+    assert cache.stats.evictions == 1

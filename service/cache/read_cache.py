@@ -20,8 +20,9 @@ Races. An answer read while a change that touches it was applied is not cached: 
 applied change is kept in a short ring with the local count, and an insert checks the
 changes since its read began.
 
-Memory. Positive route answers are an LRU bounded in entries and bytes; TOPIC_NOT_EXIST
-answers have their own small LRU, so a stream of unknown topics cannot push routes out.
+Memory. Positive route answers are an LRU (cachetools' LRUCache) bounded in entries and
+bytes; TOPIC_NOT_EXIST answers have their own small LRU, so a stream of unknown topics
+cannot push routes out.
 """
 
 from __future__ import annotations
@@ -67,23 +68,21 @@ class ReadCache(Budget, Watches, Follower):
 
     def lookup_route(self, kind: str, topic: str) -> Answer | None:
         """The cached answer while it may be served; no await, so a hit costs no coroutine."""
-        key = (kind, topic)
-        answer = self.routes.get(key)
-        if answer is None:
-            answer = self.negatives.get(key)
-            if answer is None or not self.fresh():
-                return None
-            self.stats.hits += 1
-            return answer
-        if not self.fresh():
+        if not self.fresh():  # first: an answer past the bound is not marked used
             return None
+        key = (kind, topic)
+        if key not in self.routes:
+            answer = self.negatives.get(key)
+            if answer is not None:
+                self.stats.hits += 1
+            return answer
+        answer = self.routes[key]  # marked used; dropped below if out of date
         stamp, changed = answer.stamp, self.group_changed
         for group in answer.groups:
             if changed.get(group, -1) > stamp:
                 self._drop_route(key)
                 self.stats.invalidations += 1
                 return None
-        self.routes.move_to_end(key)
         self.stats.hits += 1
         return answer
 
@@ -220,7 +219,7 @@ class ReadCache(Budget, Watches, Follower):
         self.recent.append((self.tick, change))
         if change.negatives:
             self.stats.invalidations += len(self.negatives)
-            self.negatives.clear()
+            self._clear_negatives()
             self._wake_negative()
         for topic in change.topics:
             for kind in ROUTE_KINDS:
