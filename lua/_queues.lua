@@ -17,28 +17,61 @@ local function fingerprints(name)
   return known
 end
 
--- Writes QueueDatas of one group, each {topic, r, w, p, f}; `known` is the group's
--- fingerprints before. Per pair only its row (and the topic's broker set when the pair
--- is new); the topic list and the fingerprints take one variadic call per slice.
--- The topic list in name order beside the set (K.topic_index): ZADD takes score, member.
+-- The topic list in name order beside the set (K.topic_index): ZADD takes score, member
+-- (the score a string: a Lua number goes to Redis through sprintf, per topic).
 local function index_topics(topics)
   local pairs_ = {}
-  for _, topic in ipairs(topics) do
-    pairs_[#pairs_ + 1] = 0
-    pairs_[#pairs_ + 1] = topic
+  for i, topic in ipairs(topics) do
+    pairs_[2 * i - 1] = '0'
+    pairs_[2 * i] = topic
   end
   variadic('ZADD', K.topic_index(), pairs_)
+end
+
+-- The topics of `topics` not in the tables yet (not in the topic set), one SMISMEMBER a
+-- slice: they alone go into the set and the index, each a variadic call, where a SADD per
+-- topic cost a Lua-to-Redis call per pair and a ZADD of a listed topic a lookup.
+local function unlisted(topics)
+  local out, n = {}, 0
+  for i = 1, #topics, SLICE do
+    local last = math.min(i + SLICE - 1, #topics)
+    local known = redis.call('SMISMEMBER', K.topics(), unpack(topics, i, last))
+    for j = i, last do
+      if known[j - i + 1] == 0 then
+        n = n + 1
+        out[n] = topics[j]
+      end
+    end
+  end
+  return out
 end
 
 -- How many pairs of one group a change tags by topic; past it, the pairs that existed
 -- before are tagged by their group instead (every route naming the group depends on it).
 local PER_TOPIC_TAGS = 64
 
+-- A fingerprint's values {r, w, p, f}. A broker's topics share a few fingerprints: each
+-- is split once per call (a pattern match per topic cost a first registration more than
+-- the SADD of its topic set).
+local function fp_values(fp)
+  local parts = memo.fp_values[fp]
+  if parts == nil then
+    parts = {string.match(fp, '^([^,]*),([^,]*),([^,]*),([^,]*)$')}
+    memo.fp_values[fp] = parts
+  end
+  return parts
+end
+
+-- Writes QueueDatas of one group: `flat` is [topic, fingerprint, topic, fingerprint, ...]
+-- (as a registration sends them: no table per pair); `known` the group's fingerprints
+-- before. Per pair only its row and, when the pair is new, the topic's broker set: two
+-- calls (bench/script_profile.py measures them); the topic set, the index and the
+-- fingerprints (`flat` itself) take a few variadic calls per slice.
 -- `staged`: the pairs of a group under a staged first registration (register_stage.lua),
 -- which no reader sees until its master's registration publishes them: no topic list, no
 -- change record, and the generation is the stager's.
-local function put_queues(change, name, entries, known, staged)
-  if #entries == 0 then
+local function put_queues(change, name, flat, known, staged)
+  if #flat == 0 then
     return
   end
   if not staged then
@@ -46,54 +79,44 @@ local function put_queues(change, name, entries, known, staged)
     -- path (register.lua marks the queues intact again once it has written them)
     redis.call('HDEL', K.broker(name), 'topicsGen', 'queuesIntact')
   end
-  local few = #entries <= PER_TOPIC_TAGS
-  local new_topics, fps = {}, {}
-  for _, e in ipairs(entries) do
-    local topic = e[1]
+  local few = #flat <= 2 * PER_TOPIC_TAGS
+  local new_topics, n_new = {}, 0
+  for i = 1, #flat, 2 do
+    local topic, v = flat[i], fp_values(flat[i + 1])
     redis.call('HSET', K.queue(topic, name), 'topic', topic, 'brokerName', name,
-      'readQueueNums', e[2], 'writeQueueNums', e[3], 'perm', e[4], 'topicSysFlag', e[5])
-    if staged then
+      'readQueueNums', v[1], 'writeQueueNums', v[2], 'perm', v[3], 'topicSysFlag', v[4])
+    if staged or not known[topic] then
       redis.call('SADD', K.topic(topic), name)
-      if redis.call('SADD', K.topics(), topic) == 1 then
-        new_topics[#new_topics + 1] = topic  -- new to the tables: listed once published
-      end
-    elseif not known[topic] then
-      redis.call('SADD', K.topic(topic), name)
-      new_topics[#new_topics + 1] = topic
+      n_new = n_new + 1
+      new_topics[n_new] = topic
       -- a route read before the pair existed does not name this group: tag the topic
-      touch_topic(change, topic)
+      if not staged then touch_topic(change, topic) end
     elseif few then
       touch_topic(change, topic)
     else
       touch_group(change, name)
     end
-    fps[#fps + 1] = topic
-    fps[#fps + 1] = fingerprint(e[2], e[3], e[4], e[5])
   end
+  -- topics new to the tables: staged ones are listed once published
+  local fresh = unlisted(new_topics)
+  variadic('SADD', K.topics(), fresh)
+  index_topics(fresh)
   if staged then
-    variadic('SADD', K.staged_topics(), new_topics)
+    variadic('SADD', K.staged_topics(), fresh)
   else
-    variadic('SADD', K.topics(), new_topics)
     unstage_topics(new_topics)  -- served by a group readers see now
   end
-  index_topics(new_topics)
-  variadic('HSET', K.broker_topics(name), fps)
+  variadic('HSET', K.broker_topics(name), flat)
 end
 
 -- Creates or replaces one QueueData; true when it changed.
 local function put_queue(change, topic, name, r, w, p, f)
-  local fp = redis.call('HGET', K.broker_topics(name), topic)
-  if fp == fingerprint(r, w, p, f) then
+  local fp, new_fp = redis.call('HGET', K.broker_topics(name), topic), fingerprint(r, w, p, f)
+  if fp == new_fp then
     return false
   end
-  put_queues(change, name, {{topic, r, w, p, f}}, {[topic] = fp or nil})
+  put_queues(change, name, {topic, new_fp}, {[topic] = fp or nil})
   return true
-end
-
--- {topic, fp} -> {topic, r, w, p, f}, what put_queues writes
-local function split_fp(e)
-  local r, w, p, f = string.match(e[2], '^(%d+),(%d+),(%d+),(%d+)$')
-  return {e[1], r, w, p, f}
 end
 
 -- Removes QueueDatas of one group, and each topic no broker serves any more.
@@ -141,7 +164,8 @@ local function set_write_perm(change, name, wipe)
     local r, w, p, f = string.match(fp, '^([^,]*),([^,]*),([^,]*),([^,]*)$')
     local new_perm = wipe and without_write(p) or 6
     if new_perm ~= tonumber(p) then
-      writes[#writes + 1] = {topic, r, w, tostring(new_perm), f}
+      writes[#writes + 1] = topic
+      writes[#writes + 1] = fingerprint(r, w, tostring(new_perm), f)
     end
     count = count + 1
   end

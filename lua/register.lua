@@ -173,7 +173,8 @@ if id == '0' or prime then
     seen[topic] = true
     local old = known[topic]
     if not old or (rewrite and old ~= fp) then
-      writes[#writes + 1] = split_fp({topic, fp})
+      writes[#writes + 1] = topic
+      writes[#writes + 1] = fp
     end
   end
   put_queues(change, name, writes, known)

@@ -41,11 +41,19 @@ elseif row[2] ~= generation or row[3] ~= generation then
 end
 
 local flat = cjson.decode(ARGV[3])
-local entries = {}
-for i = 1, #flat, 2 do
-  entries[#entries + 1] = split_fp({flat[i], flat[i + 1]})
-end
 local before = redis.call('SCARD', K.staged_topics())
-put_queues(change, name, entries, {}, true)
+-- A staged group holds STAGE_MIN (500) topics or more: its fingerprints hash would be a
+-- listpack until hash-max-listpack-entries (512 by default), each field found by a scan of
+-- the others (a quarter of a first registration's time in Redis 7.0, more for groups of a
+-- few thousand topics). A value past hash-max-listpack-value makes it a hash table from the
+-- first slice on; the field goes again below, in this script (a hash table stays one).
+local first = ARGV[2] == ''  -- the group has no fingerprints yet (see above)
+if first then
+  redis.call('HSET', K.broker_topics(name), ' ', string.rep('-', 1024))
+end
+put_queues(change, name, flat, {}, true)
+if first then
+  redis.call('HDEL', K.broker_topics(name), ' ')
+end
 redis.call('HINCRBY', K.stagings(), name, redis.call('SCARD', K.staged_topics()) - before)
 return finish(change, 'staged', generation)

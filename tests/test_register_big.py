@@ -248,3 +248,17 @@ async def test_a_staging_another_change_touched_is_compared_in_full_when_publish
                                topic_count=300, state_version=0)
     assert r.hget("{rmq}:broker-topics:broker-a", "S0007") == "4,4,6,0"
     assert r.hget("{rmq}:queue:S0007:broker-a", "writeQueueNums") == "4"
+
+
+async def test_a_staged_groups_fingerprints_are_a_hash_table_holding_only_its_topics(
+        settings: Settings, r: redis.Redis) -> None:
+    # register_stage.lua makes the hash a hash table with a field of its own, gone again in
+    # the same script: the fingerprints hold every topic, each as sent, and nothing else
+    writer = staged_registry(settings)
+    await writer.register(request(settings, table(150, q0001={"readQueueNums": 2}), 1))
+    fps = r.hgetall("{rmq}:broker-topics:broker-a")
+    assert writer.register_paths == {"staged": 1}
+    assert r.object("encoding", "{rmq}:broker-topics:broker-a") == "hashtable"
+    assert sorted(fps) == sorted(f"T{i:04d}" for i in range(150)) + ["q0001"]
+    assert fps["q0001"] == "2,4,6,0" and fps["T0000"] == "4,4,6,0"
+    assert violations(r) == []
