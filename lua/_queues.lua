@@ -54,10 +54,10 @@ local PER_TOPIC_TAGS = 64
 -- is split once per call (a pattern match per topic cost a first registration more than
 -- the SADD of its topic set).
 local function fp_values(fp)
-  local parts = memo.fp_values[fp]
+  local parts = memo.split_fps[fp]
   if parts == nil then
     parts = {string.match(fp, '^([^,]*),([^,]*),([^,]*),([^,]*)$')}
-    memo.fp_values[fp] = parts
+    memo.split_fps[fp] = parts
   end
   return parts
 end

@@ -5,8 +5,8 @@
 -- change (that is the object new_change makes, below):
 --   any_staged  whether any topic is staged (staging_somewhere); nil until asked
 --   staging     brokerName -> whether the group is staged (staging_group, visible_group)
---   fp_values   fingerprint -> its values {r, w, p, f} (lua/_queues.lua's fp_values)
-local memo = {any_staged = nil, staging = {}, fp_values = {}}
+--   split_fps   fingerprint -> its values {r, w, p, f} (lua/_queues.lua, fp_values)
+local memo = {any_staged = nil, staging = {}, split_fps = {}}
 
 -- Topics only a staged first registration serves (lua/register_stage.lua): in the topic
 -- set and index already, but no reader lists them until it is published. Nearly always
