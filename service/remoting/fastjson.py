@@ -4,8 +4,9 @@ fastjson writes a map whose keys are numbers without quotes: a BrokerData's
 ``HashMap<Long, String> brokerAddrs`` comes out as ``{"brokerAddrs":{0:"10.0.0.1:10911"}}``,
 a TopicQueueMappingInfo's ``currIdMap`` as ``{0:0}`` (a 5.x broker's plain registration
 carries one per static topic, after a topic table of up to megabytes). Standard parsers
-refuse that, so ``loads`` quotes such bare keys before parsing, when the fast parse fails,
-in documents of any size: from where the parser stopped on, and in linear time with the
+refuse that, so ``loads`` quotes such bare keys before parsing (from a static topic's
+``currIdMap`` on, when there is one; else when the fast parse fails), in documents of any
+size: from where the parser stopped on, and in linear time with the
 scanning done by C (bytes methods and one regex), so a 16 MiB document costs the decoding
 thread a bounded time and never more than one pass per string that holds a lookalike.
 
@@ -27,8 +28,17 @@ import orjson
 _BARE_KEY = re.compile(rb"[{,][ \t\r\n]*([A-Za-z0-9_$.+\-]+)[ \t\r\n]*:")
 
 
+# A static topic's currIdMap: where a 5.x broker's plain registration (megabytes, the
+# mappings last) has its bare keys. Quoted before the first parse, the body is parsed once,
+# not once to find them and once more.
+_CURR_ID_MAP = b'"currIdMap":{'
+
+
 def loads(data: bytes | str) -> Any:
     """Standard JSON, or fastjson's output with unquoted map keys; ValueError otherwise."""
+    if isinstance(data, bytes) and (at := data.find(_CURR_ID_MAP)) >= 0:
+        # outside any string: inside one its quotes would be escaped
+        data = quote_bare_keys(data, at + len(_CURR_ID_MAP) - 1)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as first:

@@ -38,9 +38,12 @@ def test_a_big_document_with_bare_integer_keys_is_read() -> None:
 @pytest.mark.parametrize("doc, expected", [
     (b'{"k":"{0:1}","m":{5:1}}', {"k": "{0:1}", "m": {"5": 1}}),
     (b'{"k":"a\\"{0:1}","m":{5:1}}', {"k": 'a"{0:1}', "m": {"5": 1}}),
+    (b'{"s":"\\"currIdMap\\":{1:2}","m":{"currIdMap":{0:0,1:1}}}',
+     {"s": '"currIdMap":{1:2}', "m": {"currIdMap": {"0": 0, "1": 1}}}),
     (b'{"k":"a\\\\","m":{5:1}}', {"k": "a\\", "m": {"5": 1}}),
     ('{"é":"x,1:y","m":{ -3 : 4}}'.encode(), {"é": "x,1:y", "m": {"-3": 4}}),
-], ids=["lookalike in a string", "after an escaped quote", "after an escaped backslash", "non-ASCII and spaces"])
+], ids=["lookalike in a string", "after an escaped quote", "currIdMap lookalike in a string",
+        "after an escaped backslash", "non-ASCII and spaces"])
 def test_only_keys_outside_strings_are_quoted(doc: bytes, expected: dict) -> None:
     assert fastjson.loads(doc) == expected
 
