@@ -17,10 +17,11 @@
 --       changelog, departures
 -- ARGV[1] budget: the (topic, group) pairs one script may remove or rewrite
 -- ARGV[2..] three values per entry: brokerAddr, channel id ('' for an expiry), cause
--- Returns {change, statuses, clusters, notices}: per entry, in order, 'removed', 'not
+-- Returns {change, statuses, members, notices}: per entry, in order, 'removed', 'not
 -- due', 'not owned', 'gone' (the last three settled: nothing to do) or '' (not reached:
--- send it again); clusters: each removed entry's cluster ('' otherwise); notices:
--- lua/_groups.lua's NOTIFY_MIN_BROKER_ID_CHANGE, '' none.
+-- send it again); members: per entry, a removed one's {cluster, brokerName, brokerId} as
+-- its identity row held them ({} otherwise); notices: lua/_groups.lua's
+-- NOTIFY_MIN_BROKER_ID_CHANGE, '' none.
 local change = new_change()
 local budget = tonumber(ARGV[1])
 
@@ -70,11 +71,11 @@ local function settled_as(addr, channel, cause)
   return nil
 end
 
-local statuses, clusters = {}, {}
+local statuses, members = {}, {}
 local spent = 0
 for i = 2, #ARGV, 3 do
   local addr, channel, cause = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local status, cluster = '', ''
+  local status, member = '', {}
   if spent < budget then
     status = settled_as(addr, channel, cause)
     if status then
@@ -92,13 +93,14 @@ for i = 2, #ARGV, 3 do
         spent = budget
       else
         spent = spent + price
-        cluster = redis.call('HGET', K.member(addr), 'cluster') or ''
+        local row = redis.call('HMGET', K.member(addr), 'cluster', 'brokerName', 'brokerId')
+        member = {row[1] or '', row[2] or '', row[3] or ''}
         remove_address(change, addr, cause)
         status = 'removed'
       end
     end
   end
   statuses[#statuses + 1] = status
-  clusters[#clusters + 1] = cluster
+  members[#members + 1] = member
 end
-return finish(change, statuses, clusters, notices_json(change))
+return finish(change, statuses, members, notices_json(change))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Sequence
 
 import orjson
 
+from service.logs import WindowedLog
 from service.models import (
     HeartbeatRequest,
     QueryDataVersionRequest,
@@ -125,7 +125,9 @@ class Registry:
         self.on_notices: Callable[[list[dict[str, Any]]], None] | None = None
         self._turns = asyncio.Semaphore(self.REGISTRATIONS_IN_FLIGHT)
         self.busy = 0  # registrations refused as busy (for /metrics)
-        self._busy_logged = (float("-inf"), 0)  # (when, busy count then): one line per burst
+        # one line per burst of refusals, the rest counted at its end
+        self._busy_log = WindowedLog(log, self.BUSY_LOG_S, ("registration refused as busy",
+                                                             "registrations refused as busy"), of="on this worker{}")
 
     def _applied(self, script: str, change: Any, notices: list[dict[str, Any]] | None = None) -> None:
         """A change script ran: counted, its change told to the cache, its notices sent on."""
@@ -179,13 +181,8 @@ class Registry:
 
     def _refuse_busy(self, req: RegisterRequest) -> NoReturn:
         self.busy += 1
-        now = time.monotonic()
-        logged_at, count_then = self._busy_logged
-        if now - logged_at >= self.BUSY_LOG_S:
-            log.warning("registrations refused as busy: %d running on this worker (the last refused: %s of %r); "
-                        "%d refused since the last report", self.REGISTRATIONS_IN_FLIGHT, req.brokerAddr,
-                        req.brokerName, self.busy - count_then)
-            self._busy_logged = (now, self.busy)
+        self._busy_log.write("", f"registration refused as busy: {self.REGISTRATIONS_IN_FLIGHT} running on this "
+                                 f"worker (of {req.brokerAddr}, {req.brokerName!r})")
         raise Busy(f"{self.REGISTRATIONS_IN_FLIGHT} registrations are running on this worker; register again later")
 
     async def _register(self, req: RegisterRequest, channel: str, digest: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ A removal is idempotent and never dropped: while Redis is unavailable (or the ou
 script is unknown) the entries stay queued and are sent again, with a backoff capped at
 RETRY_MAX_S, until a script settles them: removed, or found done already by another
 worker or the scanner. One log line per script and per outcome, never per address; the
-retry line at most once per RETRY_LOG_S.
+retry line once per RETRY_LOG_S, the failures meanwhile counted at its end.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
+from service.logs import WindowedLog
 from service.registry import Registry
 from service.store import StoreUnavailable
 
@@ -49,7 +50,10 @@ class Removal:
 class Settled(NamedTuple):
     removal: Removal
     status: str  # 'removed', 'not due', 'not owned' or 'gone'
-    cluster: str  # a removed broker's cluster, else ''
+    # a removed broker's identity (its member row, read by the script that removed it), else ''
+    cluster: str
+    group: str
+    broker_id: str
 
 
 # Addresses named in a batch's log line; the count says how many more there were.
@@ -78,6 +82,9 @@ class Removals:
         # for /metrics
         self.removed: Counter[str] = Counter()  # brokers this worker removed, by cause
         self.failures = 0  # scripts that could not reach Redis (their entries stayed queued)
+        # the retry line: one a RETRY_LOG_S, the failures meanwhile counted at its end
+        self._retry_log = WindowedLog(log, self.RETRY_LOG_S, ("failed removal script", "failed removal scripts"),
+                                      of="on this worker{}")
 
     @property
     def queued(self) -> int:
@@ -97,6 +104,7 @@ class Removals:
         if self._queued:
             log.warning("stopping with %d broker removal(s) queued: left to their deadlines and the scanner",
                         len(self._queued))
+        self._retry_log.close()
         if self._task is not None:
             while not self._task.done():  # cancel until done (a wait_for may swallow one)
                 self._task.cancel()
@@ -134,7 +142,7 @@ class Removals:
         return [o for o in outcomes if isinstance(o, Settled)]
 
     async def _run(self) -> None:
-        delay, failed_since, logged_at = 0.0, 0.0, float("-inf")
+        delay, failed_since = 0.0, 0.0
         while True:
             self._wake.clear()
             if not self._queued:
@@ -150,10 +158,8 @@ class Removals:
                 if not delay:
                     failed_since = time.monotonic()
                 delay = min(self.RETRY_MAX_S, max(self.RETRY_FIRST_S, 2 * delay))
-                if time.monotonic() - logged_at >= self.RETRY_LOG_S:
-                    log.warning("%d broker removal(s) queued, Redis unavailable: %s; retrying every %.1f s at most",
-                                len(self._queued), e, self.RETRY_MAX_S)
-                    logged_at = time.monotonic()
+                self._retry_log.write("", f"{len(self._queued)} broker removal(s) queued, Redis unavailable: {e}; "
+                                          f"retrying every {self.RETRY_MAX_S:.1f} s at most")
                 await asyncio.sleep(delay)
                 continue
             except Exception as e:  # a bug must not end the path: the entries stay, tried again later
@@ -163,13 +169,14 @@ class Removals:
                 continue
             if delay:
                 log.info("broker removals reach Redis again after %.1f s", time.monotonic() - failed_since)
-                delay, logged_at = 0.0, float("-inf")
-            self._settle(batch, result.statuses, result.clusters)
+                delay = 0.0
+            self._settle(batch, result.statuses, result.members)
 
-    def _settle(self, batch: list[Removal], statuses: list[str], clusters: list[str]) -> None:
+    def _settle(self, batch: list[Removal], statuses: list[str],
+                members: list[tuple[str, str, str] | None]) -> None:
         removed: list[Removal] = []
         unchanged = 0
-        for removal, status, cluster in zip(batch, statuses, clusters):
+        for removal, status, member in zip(batch, statuses, members):
             if not status or self._queued.get(removal.addr) is not removal:
                 continue  # not reached, or replaced by a newer entry meanwhile: it stays queued
             del self._queued[removal.addr]
@@ -180,7 +187,7 @@ class Removals:
                 unchanged += 1
             for future in self._waiters.pop(removal.addr, []):
                 if not future.done():
-                    future.set_result(Settled(removal, status, cluster))
+                    future.set_result(Settled(removal, status, *(member or ("", "", ""))))
         if removed:
             named = ", ".join(f"{r.addr} ({r.cause})" for r in removed[:NAMED])
             more = f" (+{len(removed) - NAMED} more)" if len(removed) > NAMED else ""

@@ -109,22 +109,16 @@ class Scanner:
         removed = 0
         while True:
             due = await self.due()
-            # the group and id, read before the removal deletes the member row, name an expiry
-            # in the log (the script answers each removed broker's cluster)
-            keys, redis = self.store.keys, self.store.redis
-            members = await asyncio.gather(*(self.store.call(redis.hmget(keys.member(a), "brokerName", "brokerId"))
-                                             for a in due))
-            for settled, member in zip(await self.removals.settle([Removal(a, "", EXPIRED) for a in due]), members):
+            for settled in await self.removals.settle([Removal(a, "", EXPIRED) for a in due]):
                 # an expiry is counted by cluster, so a rule tells a cluster lost this way
-                # from one whose brokers unregistered
+                # from one whose brokers unregistered; the log line names group and role
                 if settled.status == REMOVED and settled.removal.cause == EXPIRED:
                     removed += 1
                     cluster = settled.cluster
                     self.stats.expired_by_cluster[cluster] = self.stats.expired_by_cluster.get(cluster, 0) + 1
-                    group, broker_id = (v.decode() if v is not None else "" for v in member)
-                    role = "master" if broker_id == "0" else f"slave {broker_id or '?'}"
+                    role = "master" if settled.broker_id == "0" else f"slave {settled.broker_id or '?'}"
                     log.info("broker %s (%s of group %s) of cluster %s expired: removed from the route tables",
-                             settled.removal.addr, role, group or "?", cluster or "?")
+                             settled.removal.addr, role, settled.group or "?", cluster or "?")
             if len(due) < self.batch:
                 break
         self.stats.passes += 1

@@ -70,7 +70,9 @@ class Removed(NamedTuple):
 class RemovedBatch(NamedTuple):
     change: Any
     statuses: list[str]  # per entry: 'removed', 'not due', 'not owned', 'gone', or '' (not reached)
-    clusters: list[str]  # per entry: a removed one's cluster, else ''
+    # per entry: a removed one's (cluster, brokerName, brokerId) as its identity row held
+    # them, else None
+    members: list[tuple[str, str, str] | None]
     notices: list[dict[str, Any]]
 
 
@@ -146,7 +148,8 @@ class Scripts:
         for entry in entries:
             args += entry
         r = await self.store.run("remove_batch", args)
-        return RemovedBatch(r[0], [text(s) for s in r[1]], [text(c) for c in r[2]], _notices(r[3]))
+        members = [(text(m[0]), text(m[1]), text(m[2])) if m else None for m in r[2]]
+        return RemovedBatch(r[0], [text(s) for s in r[1]], members, _notices(r[3]))
 
     # ------------------------------------------------------------------ admin
     async def write_perm(self, name: str, wipe: bool) -> Counted:
