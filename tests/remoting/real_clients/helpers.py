@@ -120,20 +120,26 @@ class JsSession:
             await asyncio.wait_for(self.proc.wait(), 10)
 
 
-async def run_node(script: str, *args: str, timeout: float = 20,
-                   env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    node = need_node()
-    proc = await asyncio.create_subprocess_exec(node, str(JS_DIR / script), *args, cwd=JS_DIR,
-                                                env={**os.environ, **(env or {})},
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+async def run_process(*argv: str, timeout: float, cwd: Path | None = None,
+                      env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """A client program run to its end: exit status, stdout, stderr; killed and failed
+    when it does not finish within `timeout`."""
+    proc = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()
-        raise AssertionError(f"node {script} did not finish within {timeout} s") from None
+        raise AssertionError(f"{' '.join(Path(a).name for a in argv[:2])} did not finish within {timeout} s") from None
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+async def run_node(script: str, *args: str, timeout: float = 20,
+                   env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    return await run_process(need_node(), str(JS_DIR / script), *args, timeout=timeout, cwd=JS_DIR,
+                             env={**os.environ, **(env or {})})
 
 
 # ---------------------------------------------------------------------- frames on the wire

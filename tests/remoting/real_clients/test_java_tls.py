@@ -30,6 +30,7 @@ from tests.remoting.client import RemotingClient
 from tests.remoting.conftest import Worker
 from tests.redis_server import free_port
 from tests.remoting.frames import register
+from tests.remoting.real_clients.helpers import run_process
 from tests.tls_certs import insecure_client
 
 JAVA_HOME_ENV = "RMQ_BENCH_JAVA_NAMESRV_HOME"
@@ -59,17 +60,10 @@ def rocketmq_jars() -> str:
 
 async def java_route(port: int, topic: str, *, tls: bool, timeout: float = 60) -> str:
     """RouteRead.java's answer line ("ROUTE <names>" / "CODE <code> <remark>"); raises on a failure."""
-    proc = await asyncio.create_subprocess_exec(
-        "java", f"-Dtls.enable={'true' if tls else 'false'}", "-cp", rocketmq_jars(), str(SOURCE),
-        f"127.0.0.1:{port}", topic, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError(f"the Java client did not finish within {timeout} s") from None
-    lines = [line for line in out.decode().splitlines() if line.startswith(("ROUTE", "CODE"))]
-    assert proc.returncode == 0 and lines, f"exit {proc.returncode}: {err.decode()[-2000:]}"
+    code, out, err = await run_process("java", f"-Dtls.enable={'true' if tls else 'false'}", "-cp", rocketmq_jars(),
+                                       str(SOURCE), f"127.0.0.1:{port}", topic, timeout=timeout)
+    lines = [line for line in out.splitlines() if line.startswith(("ROUTE", "CODE"))]
+    assert code == 0 and lines, f"exit {code}: {err[-2000:]}"
     return lines[-1]
 
 
