@@ -1,4 +1,4 @@
--- Prelude part: Redis time, numbers as digits, variadic calls in slices, perm bits.
+-- Prelude part: Redis time, numbers as digits, variadic calls in slices, sorted hashes, bits.
 
 -- Redis time, not a worker's clock: workers with skewed clocks agree on who expired.
 local function now_ms()
@@ -32,20 +32,39 @@ local function variadic(cmd, key, values)
   each_slice(values, function(...) redis.call(cmd, key, ...) end)
 end
 
-local function delete_keys(keys)
-  each_slice(keys, function(...) redis.call('DEL', ...) end)
+-- `names` split by membership of the set `key`, one SMISMEMBER a slice (a call per name
+-- costs a Lua-to-Redis round each): (the members, the others).
+local function by_membership(key, names)
+  local yes, no = {}, {}
+  for i = 1, #names, SLICE do
+    local last = math.min(i + SLICE - 1, #names)
+    local found = redis.call('SMISMEMBER', key, unpack(names, i, last))
+    for j = i, last do
+      local into = found[j - i + 1] == 1 and yes or no
+      into[#into + 1] = names[j]
+    end
+  end
+  return yes, no
 end
 
--- Whether a perm has its write bit, and the perm with it cleared (no bit library in
--- every Lua we run on).
-local PERM_WRITE = 2
-local function writable(perm)
-  return math.floor(tonumber(perm) / PERM_WRITE) % 2 == 1
+-- A HGETALL's {field, value} pairs by field, compared as numbers when `numeric` (ids).
+local function sorted_pairs(flat, numeric)
+  local out = {}
+  for i = 1, #flat, 2 do
+    out[#out + 1] = {flat[i], flat[i + 1], numeric and (tonumber(flat[i]) or 0) or flat[i]}
+  end
+  table.sort(out, function(a, b) return a[3] < b[3] end)
+  return out
 end
+
+-- Whether a number has bit `bit` (a power of 2) set: no bit library in every Lua we run on.
+local function has_bit(n, bit)
+  return math.floor(tonumber(n) / bit) % 2 == 1
+end
+
+-- A perm with its write bit cleared.
+local PERM_WRITE = 2
 local function without_write(perm)
   perm = tonumber(perm)
-  if writable(perm) then
-    return perm - PERM_WRITE
-  end
-  return perm
+  return has_bit(perm, PERM_WRITE) and perm - PERM_WRITE or perm
 end

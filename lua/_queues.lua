@@ -17,8 +17,8 @@ local function fingerprints(name)
   return known
 end
 
--- The topic list in name order beside the set (K.topic_index): ZADD takes score, member
--- (the score a string: a Lua number goes to Redis through sprintf, per topic).
+-- The topic list in name order beside the set (K.topic_index); the score a string (a Lua
+-- number goes to Redis through sprintf, per topic).
 local function index_topics(topics)
   local pairs_ = {}
   for i, topic in ipairs(topics) do
@@ -28,31 +28,12 @@ local function index_topics(topics)
   variadic('ZADD', K.topic_index(), pairs_)
 end
 
--- The topics of `topics` not in the tables yet (not in the topic set), one SMISMEMBER a
--- slice: they alone go into the set and the index, each a variadic call, where a SADD per
--- topic cost a Lua-to-Redis call per pair and a ZADD of a listed topic a lookup.
-local function unlisted(topics)
-  local out, n = {}, 0
-  for i = 1, #topics, SLICE do
-    local last = math.min(i + SLICE - 1, #topics)
-    local known = redis.call('SMISMEMBER', K.topics(), unpack(topics, i, last))
-    for j = i, last do
-      if known[j - i + 1] == 0 then
-        n = n + 1
-        out[n] = topics[j]
-      end
-    end
-  end
-  return out
-end
-
 -- How many pairs of one group a change tags by topic; past it, the pairs that existed
 -- before are tagged by their group instead (every route naming the group depends on it).
 local PER_TOPIC_TAGS = 64
 
--- A fingerprint's values {r, w, p, f}. A broker's topics share a few fingerprints: each
--- is split once per call (a pattern match per topic cost a first registration more than
--- the SADD of its topic set).
+-- A fingerprint's values {r, w, p, f}, split once per call: a broker's topics share a few
+-- (a match per topic cost a first registration more than the SADD of its topic set).
 local function fp_values(fp)
   local parts = memo.split_fps[fp]
   if parts == nil then
@@ -62,14 +43,12 @@ local function fp_values(fp)
   return parts
 end
 
--- Writes QueueDatas of one group: `flat` is [topic, fingerprint, topic, fingerprint, ...]
--- (as a registration sends them: no table per pair); `known` the group's fingerprints
--- before. Per pair only its row and, when the pair is new, the topic's broker set: two
--- calls (bench/script_profile.py measures them); the topic set, the index and the
--- fingerprints (`flat` itself) take a few variadic calls per slice.
--- `staged`: the pairs of a group under a staged first registration (register_stage.lua),
--- which no reader sees until its master's registration publishes them: no topic list, no
--- change record, and the generation is the stager's.
+-- Writes QueueDatas of one group: `flat` is [topic, fingerprint, ...] as a registration
+-- sends them; `known` the group's fingerprints before. Per pair only its row and, when new,
+-- the topic's broker set (bench/script_profile.py measures them); the topic set, the index
+-- and the fingerprints (`flat` itself) take a few variadic calls per slice. `staged`: a
+-- staged first registration's pairs (register_stage.lua), unseen until published: no topic
+-- list, no change record, and the generation is the stager's.
 local function put_queues(change, name, flat, known, staged)
   if #flat == 0 then
     return
@@ -97,8 +76,9 @@ local function put_queues(change, name, flat, known, staged)
       touch_group(change, name)
     end
   end
-  -- topics new to the tables: staged ones are listed once published
-  local fresh = unlisted(new_topics)
+  -- topics new to the tables (not in the topic set) alone go into the set and the index:
+  -- staged ones are listed once published
+  local _, fresh = by_membership(K.topics(), new_topics)
   variadic('SADD', K.topics(), fresh)
   index_topics(fresh)
   if staged then
@@ -109,19 +89,8 @@ local function put_queues(change, name, flat, known, staged)
   variadic('HSET', K.broker_topics(name), flat)
 end
 
--- Creates or replaces one QueueData; true when it changed.
-local function put_queue(change, topic, name, r, w, p, f)
-  local fp, new_fp = redis.call('HGET', K.broker_topics(name), topic), fingerprint(r, w, p, f)
-  if fp == new_fp then
-    return false
-  end
-  put_queues(change, name, {topic, new_fp}, {[topic] = fp or nil})
-  return true
-end
-
--- Removes QueueDatas of one group, and each topic no broker serves any more.
--- The group's queues are then no longer all its master registered, so its next
--- unchanged registration must take the full path and bring them back.
+-- Removes QueueDatas of one group, and each topic no broker serves any more. The group's
+-- next unchanged registration must then take the full path and bring them back.
 local function drop_queues(change, name, topics)
   if #topics == 0 then
     return
@@ -144,28 +113,24 @@ local function drop_queues(change, name, topics)
       orphans[#orphans + 1] = topic
     end
   end
-  delete_keys(rows)
+  each_slice(rows, function(...) redis.call('DEL', ...) end)
   variadic('HDEL', K.broker_topics(name), topics)
   variadic('SREM', K.topics(), orphans)
   variadic('ZREM', K.topic_index(), orphans)
   unstage_topics(orphans)
 end
 
-local function drop_queue(change, topic, name)
-  drop_queues(change, name, {topic})
-end
-
--- Wipes (perm & ~WRITE) or adds (perm = READ|WRITE) the write permission of every
--- QueueData of a group; how many QueueData it has.
+-- Wipes (perm & ~WRITE) or adds (perm = READ|WRITE) the write bit of every QueueData of
+-- a group; how many it has.
 local function set_write_perm(change, name, wipe)
   local count, writes = 0, {}
   local known = fingerprints(name)
   for topic, fp in pairs(known) do
-    local r, w, p, f = string.match(fp, '^([^,]*),([^,]*),([^,]*),([^,]*)$')
-    local new_perm = wipe and without_write(p) or 6
-    if new_perm ~= tonumber(p) then
+    local v = fp_values(fp)
+    local new_perm = wipe and without_write(v[3]) or 6
+    if new_perm ~= tonumber(v[3]) then
       writes[#writes + 1] = topic
-      writes[#writes + 1] = fingerprint(r, w, tostring(new_perm), f)
+      writes[#writes + 1] = fingerprint(v[1], v[2], tostring(new_perm), v[4])
     end
     count = count + 1
   end
@@ -195,14 +160,12 @@ local function drop_mapping(change, topic, bname)
   redis.call('SREM', K.mapped(bname), topic)
 end
 
--- A staged first registration (register_stage.lua) is published by its master's
--- registration (register.lua): its pairs and topics are in place, readers and caches see
--- them from now on.
+-- A staged first registration (register_stage.lua), published by its master's registration
+-- (register.lua): readers and caches see its pairs and topics from now on.
 local function publish_staged(change, name)
-  -- Alone: this group is the only one counted as staging, and staged-topics holds as many
-  -- topics as its slices added. A worker of an older release stages without counting, and
-  -- a topic leaves the set once a visible group serves it: either makes the counts differ,
-  -- and the set is then gone through topic by topic.
+  -- Alone: the only group counted as staging, and staged-topics holds what its slices
+  -- added. An older release's worker stages without counting, and a topic leaves the set
+  -- once a visible group serves it: either makes the counts differ (then topic by topic).
   local counts = redis.call('HGETALL', K.stagings())  -- a few fields: the stagings under way
   local added = #counts == 2 and counts[1] == name and tonumber(counts[2])
   local alone = added and added == redis.call('SCARD', K.staged_topics())
@@ -227,17 +190,9 @@ local function publish_staged(change, name)
   local topics = redis.call('HKEYS', K.broker_topics(name))
   -- topics new to the tables had no route, so only their TOPIC_NOT_EXIST answers go
   -- (one tag); those another group serves already are tagged one by one
-  local new, shared = {}, {}
+  local new, shared = {}, topics
   if staging_somewhere() then
-    for i = 1, #topics, SLICE do
-      local last = math.min(i + SLICE - 1, #topics)
-      local staged_ = redis.call('SMISMEMBER', K.staged_topics(), unpack(topics, i, last))
-      for j = i, last do
-        if staged_[j - i + 1] == 1 then new[#new + 1] = topics[j] else shared[#shared + 1] = topics[j] end
-      end
-    end
-  else
-    shared = topics
+    new, shared = by_membership(K.staged_topics(), topics)
   end
   unstage_topics(new)
   if #new > 0 then

@@ -8,7 +8,6 @@
 -- Returns {change, QueueData removed}
 local change = new_change()
 local topic, cluster = ARGV[1], ARGV[2]
-
 local function in_scope(name)
   return cluster == '' or redis.call('SISMEMBER', K.cluster(cluster), name) == 1
 end
@@ -16,7 +15,7 @@ end
 local removed = 0
 for _, name in ipairs(redis.call('SMEMBERS', K.topic(topic))) do
   if in_scope(name) then
-    drop_queue(change, topic, name)
+    drop_queues(change, name, {topic})
     removed = removed + 1
   end
 end
@@ -25,5 +24,4 @@ for _, bname in ipairs(redis.call('HKEYS', K.mapping(topic))) do
     drop_mapping(change, topic, bname)
   end
 end
-
 return finish(change, removed)

@@ -38,19 +38,13 @@ for _, cluster in ipairs(clusters) do
         groups = groups + 1
         last_cluster, last_name = cluster, name
         local group = redis.call('HMGET', K.broker(name), 'enableActingMaster', 'zoneName')
-        local flat = redis.call('HGETALL', K.addrs(name))
-        local members = {}
-        for i = 1, #flat, 2 do
-          members[#members + 1] = {tonumber(flat[i]) or 0, flat[i], flat[i + 1]}
-        end
-        table.sort(members, function(a, b) return a[1] < b[1] end)
-        for _, m in ipairs(members) do
-          local addr = m[3]
+        for _, m in ipairs(sorted_pairs(redis.call('HGETALL', K.addrs(name)), true)) do
+          local addr = m[2]
           local row = redis.call('HMGET', K.member(addr), 'cluster', 'brokerName', 'brokerId')
           local live = redis.call('HMGET', K.live(addr), 'haServerAddr', 'lastUpdateTimestamp',
             'heartbeatTimeoutMillis', 'dataVersion')
           local deadline = redis.call('ZSCORE', K.expiry(), addr)
-          rows[#rows + 1] = {addr, row[1] or cluster, row[2] or name, row[3] or m[2],
+          rows[#rows + 1] = {addr, row[1] or cluster, row[2] or name, row[3] or m[1],
             live[1], live[2], live[3], live[4], deadline, group[1] or '', group[2] or ''}
         end
       end

@@ -11,17 +11,18 @@
 local change = new_change()
 local topic, n = ARGV[1], tonumber(ARGV[2])
 
-for i = 0, n - 1 do
-  local name = ARGV[3 + i * 5]
+for at = 3, 2 + n * 5, 5 do
   -- unknown, or not there yet for readers (a staged first registration)
-  if not redis.call('HGET', K.broker(name), 'cluster') or staging_group(name) then
+  if not redis.call('HGET', K.broker(ARGV[at]), 'cluster') or staging_group(ARGV[at]) then
     return finish(change, 0)
   end
 end
-
-for i = 0, n - 1 do
-  local at = 3 + i * 5
-  put_queue(change, topic, ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
+for at = 3, 2 + n * 5, 5 do
+  local name = ARGV[at]
+  local fp = redis.call('HGET', K.broker_topics(name), topic)
+  local new_fp = fingerprint(ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4])
+  if fp ~= new_fp then
+    put_queues(change, name, {topic, new_fp}, {[topic] = fp or nil})
+  end
 end
-
 return finish(change, 1)

@@ -13,8 +13,7 @@
 --   only when true and zoneName only when set; topicQueueMappingByBroker only for a static
 --   topic), or false when the topic has no route (TOPIC_NOT_EXIST); names are the broker
 --   groups it names.
-local topic = ARGV[1]
-local with_order = ARGV[2] == '1'
+local topic, with_order = ARGV[1], ARGV[2] == '1'
 -- RocketMQ leaves the brokers' own member-sync topics as they are
 local support_acting = ARGV[3] == '1' and string.sub(topic, 1, 27) ~= 'rmq_sys_SYNC_BROKER_MEMBER_'
 local str = cjson.encode  -- a Lua string as a JSON string
@@ -30,30 +29,20 @@ for _, name in ipairs(names) do
     -- the counts are written only by the scripts, from validated integers
     queues[#queues + 1] = '{"brokerName":' .. str(name) .. ',"readQueueNums":' .. q[1] .. ',"writeQueueNums":'
       .. q[2] .. ',"perm":' .. q[3] .. ',"topicSysFlag":' .. q[4] .. '}'
-    local cluster = group[1]
-    if cluster then
-      local flat = redis.call('HGETALL', K.addrs(name))
-      local ids = {}
-      for i = 1, #flat, 2 do
-        ids[#ids + 1] = {tonumber(flat[i]), flat[i], flat[i + 1]}
-      end
-      table.sort(ids, function(a, b) return a[1] < b[1] end)
-      if support_acting and group[2] == '1' and #ids > 0 and ids[1][1] ~= 0 and not writable(q[3]) then
-        ids[1] = {0, '0', ids[1][3]}  -- the acting master
+    if group[1] then
+      local ids = sorted_pairs(redis.call('HGETALL', K.addrs(name)), true)  -- {id, addr, number}
+      if support_acting and group[2] == '1' and #ids > 0 and ids[1][3] ~= 0 and not has_bit(q[3], PERM_WRITE) then
+        ids[1] = {'0', ids[1][2]}  -- the acting master
       end
       local addrs = {}
       for i, id in ipairs(ids) do
-        addrs[i] = str(id[2]) .. ':' .. str(id[3])
-        local servers = redis.call('LRANGE', K.filter(id[3]), 0, -1)
+        addrs[i] = str(id[1]) .. ':' .. str(id[2])
+        local servers = redis.call('LRANGE', K.filter(id[2]), 0, -1)
         if #servers > 0 then
-          local list = {}
-          for j, s in ipairs(servers) do
-            list[j] = str(s)
-          end
-          filters[#filters + 1] = str(id[3]) .. ':[' .. table.concat(list, ',') .. ']'
+          filters[#filters + 1] = str(id[2]) .. ':' .. cjson.encode(servers)  -- an array of strings
         end
       end
-      brokers[#brokers + 1] = '{"cluster":' .. str(cluster) .. ',"brokerName":' .. str(name)
+      brokers[#brokers + 1] = '{"cluster":' .. str(group[1]) .. ',"brokerName":' .. str(name)
         .. ',"brokerAddrs":{' .. table.concat(addrs, ',') .. '}'
         .. (group[2] == '1' and ',"enableActingMaster":true' or '')
         .. (group[3] and ',"zoneName":' .. str(group[3]) or '') .. '}'
@@ -66,22 +55,13 @@ if #queues == 0 or #brokers == 0 then
 end
 local order = with_order and redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)
 -- a static topic's mappings by hosting group (stored as the standard JSON of each)
-local flat = redis.call('HGETALL', K.mapping(topic))
-local mapped = ''
-if #flat > 0 then
-  local by_name = {}
-  for i = 1, #flat, 2 do
-    by_name[#by_name + 1] = {flat[i], flat[i + 1]}
-  end
-  table.sort(by_name, function(a, b) return a[1] < b[1] end)
-  local parts = {}
-  for i, m in ipairs(by_name) do
-    parts[i] = str(m[1]) .. ':' .. m[2]
-  end
-  mapped = ',"topicQueueMappingByBroker":{' .. table.concat(parts, ',') .. '}'
+local mapped = {}
+for i, m in ipairs(sorted_pairs(redis.call('HGETALL', K.mapping(topic)))) do
+  mapped[i] = str(m[1]) .. ':' .. m[2]
 end
 local body = '{"orderTopicConf":' .. (order and str(order) or 'null')
   .. ',"queueDatas":[' .. table.concat(queues, ',') .. ']'
   .. ',"brokerDatas":[' .. table.concat(brokers, ',') .. ']'
-  .. ',"filterServerTable":{' .. table.concat(filters, ',') .. '}' .. mapped .. '}'
+  .. ',"filterServerTable":{' .. table.concat(filters, ',') .. '}'
+  .. (#mapped > 0 and ',"topicQueueMappingByBroker":{' .. table.concat(mapped, ',') .. '}' or '') .. '}'
 return {version, body, named}
