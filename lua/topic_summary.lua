@@ -11,21 +11,11 @@
 --             orderTopicConf or false}, ...} by topic, queues by brokerName
 local cursor, limit, prefix, order_only = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 
--- the candidates after the cursor that start with the prefix, one more than the page
-local function after_cursor()
-  local min = '-'
-  if prefix ~= '' then min = '[' .. prefix end
-  if cursor ~= '' and (prefix == '' or cursor >= prefix) then min = '(' .. cursor end
-  local max = prefix ~= '' and ('[' .. prefix .. '\255') or '+'
-  return redis.call('ZRANGEBYLEX', K.topic_index(), min, max, 'LIMIT', 0, limit + 1)  -- filtered below
-end
-
-local names
+local names = {}
 if order_only then
   -- order topics are few: their KV namespace, sorted and sliced here
   local all = redis.call('HKEYS', K.kv(ORDER_TOPIC_CONFIG))
   table.sort(all)
-  names = {}
   for _, topic in ipairs(all) do
     if topic > cursor and string.sub(topic, 1, #prefix) == prefix
         and redis.call('EXISTS', K.topic(topic)) == 1 then
@@ -34,31 +24,28 @@ if order_only then
     end
   end
 else
-  names = after_cursor()
+  -- the candidates after the cursor that start with the prefix, one more than the page
+  local min = prefix ~= '' and '[' .. prefix or '-'
+  if cursor ~= '' and (prefix == '' or cursor >= prefix) then min = '(' .. cursor end
+  local max = prefix ~= '' and ('[' .. prefix .. '\255') or '+'
+  names = redis.call('ZRANGEBYLEX', K.topic_index(), min, max, 'LIMIT', 0, limit + 1)  -- filtered below
 end
 
-local shown = {}  -- all but topics of staged first registrations (pages may come out shorter)
+local next_cursor = #names > limit and names[limit]
+names[limit + 1] = nil
+local out = {}
+-- all but topics of staged first registrations (pages may come out shorter)
 for _, topic in ipairs(listed(names)) do
-  shown[topic] = true
-end
-local out, next_cursor = {}, false
-for i, topic in ipairs(names) do
-  if i > limit then
-    next_cursor = names[limit]
-    break
-  end
-  if shown[topic] then
-    local brokers = redis.call('SMEMBERS', K.topic(topic))
-    table.sort(brokers)
-    local queues = {}
-    for _, name in ipairs(brokers) do
-      local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
-      if q[1] and not staging_group(name) then  -- not a staged group's
-        queues[#queues + 1] = {name, q[1], q[2], q[3], q[4]}
-      end
+  local brokers = redis.call('SMEMBERS', K.topic(topic))
+  table.sort(brokers)
+  local queues = {}
+  for _, name in ipairs(brokers) do
+    local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
+    if q[1] and not staging_group(name) then  -- not a staged group's
+      queues[#queues + 1] = {name, q[1], q[2], q[3], q[4]}
     end
-    out[#out + 1] = {topic, queues, redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)}
   end
+  out[#out + 1] = {topic, queues, redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)}
 end
 local total = redis.call('ZCARD', K.topic_index()) - redis.call('SCARD', K.staged_topics())
 return {redis.call('GET', KEYS[1]) or '0', out, next_cursor, total,
