@@ -2,15 +2,14 @@
 -- `local change = new_change()` and returns through finish(change, ...), which publishes it.
 -- uses: keys
 
--- The change one call makes that a reader could see, accumulated in one object, so every
--- writing helper takes it as its first argument and nothing about a change lives anywhere
--- else:
---   visible    whether anything a reader could see changed (then the version moves)
---   tags       its dependency tags (service/changes.py reads them): 't:<topic>' for a
---              topic's QueueData or order config, 'g:<brokerName>' for a group's members,
---              addresses, cluster or filter servers (every route naming the group)
---   tag_count  how many; past TAG_CAP the record is a flush ('*'): it stays small, and
---              such changes (a first registration of thousands of topics) are rare
+-- What one call changes that a reader could see, in one object every writing helper takes
+-- first, so nothing about a change lives anywhere else:
+--   visible    whether a reader could see anything changed (then the version moves)
+--   tags       dependency tags (service/changes.py reads them): 't:<topic>' for a topic's
+--              QueueData or order config, 'g:<brokerName>' for a group's members, addresses,
+--              cluster or filter servers (every route naming the group)
+--   tag_count  how many; past TAG_CAP the record is a flush ('*'): it stays small, and such
+--              changes (a first registration of thousands of topics) are rare
 --   notices    NOTIFY_MIN_BROKER_ID_CHANGE notices for the caller to send (note_min_change)
 local TAG_CAP = 1000
 -- Change records kept for workers that missed some on the channel (~100 s at 10 a second).
@@ -18,12 +17,6 @@ local CHANGELOG_RETAIN = 1000
 
 local function new_change()
   return {visible = false, tags = {}, tag_count = 0, notices = {}}
-end
-
--- Something visible changed that no tag names more narrowly than the version (a KV
--- namespace other than the order configs).
-local function touch_version(change)
-  change.visible = true
 end
 
 local function touch(change, tag)
@@ -45,31 +38,36 @@ local function touch_group(change, name) touch(change, 'g:' .. name) end
 -- topics new to the tables got routes: only TOPIC_NOT_EXIST answers can be wrong now
 local function touch_new_topics(change) touch(change, '-') end
 
--- Past the cap: the record is a flush.
+-- A KV entry changed: an ORDER_TOPIC_CONFIG one is its topic's orderTopicConf; no tag
+-- names another namespace's more narrowly than the version.
+local function touch_kv(change, namespace, key)
+  if namespace == ORDER_TOPIC_CONFIG then
+    touch_topic(change, key)
+  else
+    change.visible = true
+  end
+end
+
 local function touch_all(change)
   change.visible = true
   change.tag_count = TAG_CAP + 1
 end
 
--- Every topic of `topics`: past the cap the record is a flush anyway, so a first
--- registration of 10,000 topics builds no tag for each.
+-- Every topic of `topics`: past the cap the record is a flush, and no tag is built for each
+-- (none at all: only a touched change is past the cap).
 local function touch_topics(change, topics)
-  if #topics == 0 then
-    return
-  end
   if change.tag_count + #topics > TAG_CAP then
-    touch_all(change)
-    return
+    return touch_all(change)
   end
   for _, topic in ipairs(topics) do
     touch_topic(change, topic)
   end
 end
 
--- When something visible changed: bumps the version and publishes the change record
--- {seq, time, tag...} on the channel and in the capped changelog, in the same script as
--- the change, so no reader can see one without the other. Returns the record, or the
--- bare version when nothing changed (an unchanged re-registration flushes no cache).
+-- When something visible changed: bumps the version and publishes the record {seq, time,
+-- tag...} on the channel and in the capped changelog, in the change's own script, so no
+-- reader sees one without the other. Returns the record, or the bare version when nothing
+-- changed (an unchanged re-registration flushes no cache).
 local function publish_change(change)
   if not change.visible then
     return redis.call('GET', KEYS[1]) or '0'

@@ -6,11 +6,7 @@
 -- Returns {change}
 local change = new_change()
 local namespace, key = ARGV[1], ARGV[2]
-
 if redis.call('HDEL', K.kv(namespace), key) == 1 then
-  touch_version(change)
-  if namespace == ORDER_TOPIC_CONFIG then
-    touch_topic(change, key)  -- the topic's orderTopicConf
-  end
+  touch_kv(change, namespace, key)
 end
 return finish(change)

@@ -7,13 +7,9 @@
 -- Returns {change}
 local change = new_change()
 local namespace, key, value = ARGV[1], ARGV[2], ARGV[3]
-
 redis.call('SADD', K.kv_namespaces(), namespace)
 if redis.call('HGET', K.kv(namespace), key) ~= value then
   redis.call('HSET', K.kv(namespace), key, value)
-  touch_version(change)
-  if namespace == ORDER_TOPIC_CONFIG then
-    touch_topic(change, key)  -- the topic's orderTopicConf
-  end
+  touch_kv(change, namespace, key)
 end
 return finish(change)

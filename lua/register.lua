@@ -3,19 +3,14 @@
 -- keys: version, clusters, cluster, broker, addrs, broker_topics, topics, topic_index, staged_topics, stagings,
 --       topic, queue, live, expiry, member, filter, mapping, mapped, body_digests, masterless, kv, changes,
 --       changelog, departures
--- ARGV[1]  clusterName
--- ARGV[2]  brokerAddr
--- ARGV[3]  brokerName
--- ARGV[4]  brokerId ('0' is the master)
--- ARGV[5]  haServerAddr
--- ARGV[6]  heartbeatTimeoutMillis
+-- ARGV[1..6] clusterName, brokerAddr, brokerName, brokerId ('0' is the master), haServerAddr,
+--          heartbeatTimeoutMillis
 -- ARGV[7]  dataVersion, canonical JSON (compared as a string)
 -- ARGV[8]  filter mode: 'keep' (list absent) or 'set'
 -- ARGV[9]  '1' to remove this broker's QueueData for topics absent from its config
--- ARGV[10] topic configs, a flat JSON array [topic, fingerprint, topic, fingerprint, ...], the
---          fingerprint "readQueueNums,writeQueueNums,perm,topicSysFlag" (one argument: 10,000
---          topics as 20,000 arguments cost more to send): the whole table the body carries
---          (with split registration, one part of the broker's table)
+-- ARGV[10] topic configs, a flat JSON array [topic, fingerprint, ...], the fingerprint
+--          "readQueueNums,writeQueueNums,perm,topicSysFlag" (10,000 topics as 20,000 arguments
+--          cost more to send): the body's whole table (with split registration, one part)
 -- ARGV[11] filter server addresses, a JSON array of strings
 -- ARGV[12] channel: the remoting connection this registration came on ('' over HTTP)
 -- ARGV[13] digest of the request body ('' when unknown), kept for register_unchanged.lua
@@ -25,15 +20,13 @@
 -- ARGV[16] the static topics' queue mappings of the body, a flat JSON array
 --          [topic, bname, TopicQueueMappingInfo JSON, ...]
 -- ARGV[17] the generation of the staging (register_stage.lua) the caller wrote of ARGV[10]
---          ('' none): when this registration publishes that staging untouched, the table
---          is in place as sent and is not compared again
+--          ('' none): published untouched, the table is in place as sent, not compared again
 -- ARGV[18] how many topic configs the registration's body holds (apache/rocketmq#4522's rule)
 -- ARGV[19] its dataVersion's stateVersion, digits ('0' before 5.0)
 -- Returns {change, changed, masterFound, masterAddr, masterHaAddr, kvFlat, status, notices}:
---   status 'ok', or one of RocketMQ 5.3's refusals, which apply nothing else: 'conflict'
---   (another address holds the id with a higher stateVersion: this address leaves the
---   tables) or 'refused' (one topic from an id the group does not have); notices the JSON
---   of lua/_groups.lua's NOTIFY_MIN_BROKER_ID_CHANGE notices ('' for none).
+--   status 'ok', or a RocketMQ 5.3 refusal, which applies nothing else: 'conflict' (another
+--   address holds the id with a higher stateVersion: this address leaves the tables) or
+--   'refused' (one topic from an id the group lacks); notices lua/_groups.lua's JSON ('' none).
 local change = new_change()
 local cluster, addr, name, id, ha_addr = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local timeout, data_version, filter_mode, delete_absent = tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9] == '1'
@@ -44,9 +37,9 @@ local own_staging, topic_count, state_version = ARGV[17] or '', tonumber(ARGV[18
 -- RocketMQ 5.3's two refusals (RouteInfoManager.registerBroker), before anything is written.
 local held = redis.call('HGET', K.addrs(name), id)
 if held and held ~= addr then
-  -- another address holds the id and is alive with a higher stateVersion (a controller made
-  -- it master since this one last registered): this registration is ignored, and its
-  -- address leaves the live table (here every table: no row of it may outlive its live one)
+  -- another address holds the id, alive with a higher stateVersion (a controller made it
+  -- master since): this registration is ignored, its address leaves the live table (here
+  -- every table: no row of it may outlive its live one)
   local row = redis.call('HMGET', K.live(held), 'cluster', 'dataVersion')
   if row[1] == cluster and digits_above(string.match(row[2] or '', '"stateVersion":(%d+)') or '0', state_version) then
     remove_address(change, addr, nil)  -- not a departure of the three kinds recorded
@@ -54,9 +47,8 @@ if held and held ~= addr then
     return finish(change, change.visible and 1 or 0, 0, '', '', kv, 'conflict', notices_json(change))
   end
 elseif not held and acting ~= '' and topic_count == 1 then
-  -- apache/rocketmq#4522: a 5.x broker's registration of one topic (registerSingleTopicAll,
-  -- a topic created before its full registration reached this NameServer) from an id the
-  -- group lacks
+  -- apache/rocketmq#4522: a 5.x broker's registration of one topic (registerSingleTopicAll
+  -- before its full registration reached this NameServer) from an id the group lacks
   return finish(change, 0, 0, '', '', {}, 'refused', '')
 end
 
@@ -69,10 +61,9 @@ end
 redis.call('SADD', K.clusters(), cluster)
 
 -- 2. brokerAddrTable
-local register_first = false
 local old_cluster = redis.call('HGET', K.broker(name), 'cluster')
+local register_first = not old_cluster
 if not old_cluster then
-  register_first = true
   touch_group(change, name)
   redis.call('HSET', K.broker(name), 'cluster', cluster, 'brokerName', name)
 elseif old_cluster ~= cluster then
@@ -106,9 +97,8 @@ note_master(name)
 if prev_min ~= nil and tonumber(id) < prev_min then
   note_min_change(change, name, nil, ha_addr)  -- a smaller id than any before joined
 end
-if not old_addr then
-  register_first = true
-elseif old_addr ~= addr then
+register_first = register_first or not old_addr
+if old_addr and old_addr ~= addr then
   -- the id moved to a new address: the old one is in no group any more, so its rows go
   local owner = redis.call('HMGET', K.member(old_addr), 'brokerName', 'brokerId')
   if owner[1] == name and owner[2] == id then
@@ -134,24 +124,21 @@ end
 -- group runs with enableActingMaster (RouteInfoManager.registerBroker).
 local prime = acting ~= '' and id ~= '0' and min_id(redis.call('HGETALL', K.addrs(name))) == tonumber(id)
 
--- 3. topicQueueTable, from the master (or the prime slave) only. A topic's QueueData is
--- written when it is new, or when it differs on a first registration or a new dataVersion; so a QueueData
--- an operator deleted comes back, and an unchanged one costs a table lookup, not a call.
+-- 3. topicQueueTable, from the master (or the prime slave) only. A QueueData is written when
+-- new, or when it differs on a first registration or a new dataVersion: one an operator
+-- deleted comes back, and an unchanged one costs a table lookup, not a call.
 local live_key = K.live(addr)
 local was = redis.call('HMGET', live_key, 'dataVersion', 'haServerAddr', 'heartbeatTimeoutMillis', 'brokerName',
   'brokerId', 'cluster')
-local version_changed = was[1] ~= data_version
--- whether the address's other bodies still hold after this registration (a split
--- registration's other parts): it is the address's as before, with its queues intact, and
--- (step 6) changed nothing a reader sees; its dataVersion may move (a split broker moves it
--- at every part: the digests of its plain bodies leave it out)
+-- whether the address's other bodies (a split registration's other parts) still hold: it
+-- is the address's as before, queues intact, and (step 6) changed nothing a reader sees; its
+-- dataVersion may move (a split broker moves it at every part: body digests leave it out)
 local alike = not register_first and was[2] == ha_addr and was[3] == int(timeout)
   and was[4] == name and was[5] == id and was[6] == cluster
   and (id ~= '0' or redis.call('HGET', K.broker(name), 'queuesIntact') == '1')
-local rewrite = register_first or version_changed
+local rewrite = register_first or was[1] ~= data_version
 if id == '0' or prime then
-  -- a staged first registration (register_stage.lua) is published by this one: its pairs
-  -- and topics are in place, readers and caches see them from now on
+  -- a staged first registration (register_stage.lua) is published by this one
   local staged = id == '0' and redis.call('HGET', K.broker(name), 'staging')  -- the stager's master only
   -- the caller's own staging, which no other change to the group's QueueData touched since
   -- (any would have removed topicsGen): every config sent is stored as sent
@@ -199,25 +186,19 @@ redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster, 'brok
 
 -- 5. filterServerTable: absent leaves it, empty removes it, non-empty replaces it
 if filter_mode == 'set' then
-  local new_list = filter_servers
-  local cur = redis.call('LRANGE', K.filter(addr), 0, -1)
-  local same = #cur == #new_list
-  for i = 1, #cur do
-    if cur[i] ~= new_list[i] then same = false end
-  end
-  if not same then
+  -- two arrays of strings (both '{}' when empty)
+  if cjson.encode(redis.call('LRANGE', K.filter(addr), 0, -1)) ~= cjson.encode(filter_servers) then
     redis.call('DEL', K.filter(addr))
-    if #new_list > 0 then
-      redis.call('RPUSH', K.filter(addr), unpack(new_list))
+    if #filter_servers > 0 then
+      redis.call('RPUSH', K.filter(addr), unpack(filter_servers))
     end
     touch_group(change, name)
   end
 end
 
 -- 6. the bodies register_unchanged.lua finds this address by (member's bodyDigest, space
--- separated): this one's, and the address's earlier ones when this registration left the
--- address as they did. A broker with enableSplitRegistration sends its table in parts,
--- each its own body: each part then takes the unchanged path when it did not change.
+-- separated): this one's, and the earlier ones when this registration left the address as
+-- they did (enableSplitRegistration's parts, each its own body, each unchanged path's).
 alike = alike and not change.visible
 local kept = {}
 for held in string.gmatch(redis.call('HGET', K.member(addr), 'bodyDigest') or '', '%S+') do

@@ -1,8 +1,8 @@
 -- One slice of a staged first registration: the QueueData of a master whose group has none
--- yet (a new group, or one only its slave registered), a slice a script so that none runs
--- long, published whole by the master's registration (register.lua), which finds them in
--- place. Until then readers skip the group and its new topics, and no change record goes
--- out: a reader sees all of the registration or none (docs/design.md, "A group's state").
+-- yet (new, or only its slave registered), a slice a script so none runs long, published
+-- whole by the master's registration (register.lua). Until then readers skip the group and
+-- its new topics, and no change record goes out: a reader sees all of it or none
+-- (docs/design.md, "A group's state").
 -- uses: keys, changes, queues
 -- keys: version, broker, broker_topics, topics, topic_index, staged_topics, stagings, topic, queue, topics_gen,
 --       changes, changelog
@@ -10,11 +10,10 @@
 -- ARGV[2] the generation this staging was given by its first slice ('' for the first)
 -- ARGV[3] a slice of the topic configs, a flat JSON array [topic, fingerprint, ...] as
 --         register.lua takes them
--- Returns {change, status, ...}: {change, 'staged', generation}; {change, 'published'} when
--- the group is visible already (the registration then goes in one script); {change, 'stale'}
--- when another staging of the group took over (the caller gives up staging); {change,
--- 'cleaning', left}: the first slice found pairs of an earlier staging that never published
--- and removed up to CLEAN of them: call again.
+-- Returns {change, 'staged', generation}; {change, 'published'}: the group is visible already
+--   (the registration goes in one script); {change, 'stale'}: another staging of the group
+--   took over (the caller gives up staging); {change, 'cleaning', left}: the first slice
+--   removed up to CLEAN pairs of an earlier staging that never published: call again.
 local change = new_change()
 local name, generation = ARGV[1], ARGV[2]
 local CLEAN = 1000  -- pairs removed per call: each is a few keys
@@ -42,11 +41,11 @@ end
 
 local flat = cjson.decode(ARGV[3])
 local before = redis.call('SCARD', K.staged_topics())
--- A staged group holds STAGE_MIN (500) topics or more: its fingerprints hash would be a
--- listpack until hash-max-listpack-entries (512 by default), each field found by a scan of
--- the others (a quarter of a first registration's time in Redis 7.0, more for groups of a
--- few thousand topics). A value past hash-max-listpack-value makes it a hash table from the
--- first slice on; the field goes again below, in this script (a hash table stays one).
+-- A staged group holds STAGE_MIN (500) topics or more: its fingerprints would be a listpack
+-- until hash-max-listpack-entries (512 by default), each field found by a scan of the others
+-- (a quarter of a first registration's time in Redis 7.0). A value past
+-- hash-max-listpack-value makes it a hash table from the first slice on, and it stays one
+-- when the field goes below.
 local first = ARGV[2] == ''  -- the group has no fingerprints yet (see above)
 if first then
   redis.call('HSET', K.broker_topics(name), ' ', string.rep('-', 1024))

@@ -1,11 +1,10 @@
--- The fast path of a periodic re-registration whose body is byte for byte one this
--- address registered in full (but, over RocketMQ's protocol, for its dataVersion): nothing
--- in the tables can differ from what that registration left, unless the address's place
--- changed or its group's QueueData were changed by anything else since (put_queues and
--- drop_queues clear queuesIntact), so only liveness is refreshed, and the dataVersion
--- stored when the body's moved (RocketMQ rewrites a topic on a new dataVersion only where
--- it differs: here none does). Anything else answers 0 and the caller registers in full.
--- The body is found by its digest alone, so the caller need not even parse it.
+-- The fast path of a periodic re-registration whose body is byte for byte one this address
+-- registered in full (over RocketMQ's protocol, but for its dataVersion), found by its digest
+-- alone (the caller need not parse it): unless the address's place changed or anything else
+-- changed its group's QueueData since (put_queues and drop_queues clear queuesIntact), the
+-- tables are as that registration left them, so only liveness is refreshed, and the stored
+-- dataVersion when the body's moved (RocketMQ rewrites a topic on a new dataVersion only
+-- where it differs: none does). Anything else answers 0 and the caller registers in full.
 -- uses: keys, basics, changes, members
 -- keys: version, broker, addrs, live, expiry, body_digests, kv, changes, changelog
 -- ARGV[1] digest of the request body
@@ -14,7 +13,6 @@
 -- Returns {change, 0}, or {change, 1, masterFound, masterAddr, masterHaAddr, kvFlat}
 local change = new_change()
 local digest, channel, data_version = ARGV[1], ARGV[2], ARGV[3] or ''
-
 local addr = redis.call('HGET', K.body_digests(), digest)
 -- the live row may have expired (TTL): then the broker must register in full
 local row = addr and redis.call('HMGET', K.live(addr), 'brokerName', 'brokerId', 'cluster', 'heartbeatTimeoutMillis')
