@@ -1,8 +1,8 @@
 -- Prelude part: QueueData, fingerprints, the topic set and index, static topic mappings.
 -- uses: keys, basics, changes, staging
 
--- A QueueData's values as one string, kept per group in broker-topics:<name>, so that
--- a registration compares 10,000 topics against one HGETALL instead of 10,000 reads.
+-- A QueueData's values as one string, kept per group in broker-topics:<name>: a
+-- registration compares 10,000 topics against one HGETALL, not 10,000 reads.
 local function fingerprint(r, w, p, f)
   return r .. ',' .. w .. ',' .. p .. ',' .. f
 end
@@ -28,8 +28,8 @@ local function index_topics(topics)
   variadic('ZADD', K.topic_index(), pairs_)
 end
 
--- How many pairs of one group a change tags by topic; past it, the pairs that existed
--- before are tagged by their group instead (every route naming the group depends on it).
+-- Past this many pairs of one group, a change tags those that existed by their group (every
+-- route naming it depends on it), not by topic.
 local PER_TOPIC_TAGS = 64
 
 -- A fingerprint's values {r, w, p, f}, split once per call: a broker's topics share a few
@@ -43,19 +43,18 @@ local function fp_values(fp)
   return parts
 end
 
--- Writes QueueDatas of one group: `flat` is [topic, fingerprint, ...] as a registration
--- sends them; `known` the group's fingerprints before. Per pair only its row and, when new,
--- the topic's broker set (bench/script_profile.py measures them); the topic set, the index
--- and the fingerprints (`flat` itself) take a few variadic calls per slice. `staged`: a
--- staged first registration's pairs (register_stage.lua), unseen until published: no topic
--- list, no change record, and the generation is the stager's.
+-- Writes QueueDatas of one group: `flat` is [topic, fingerprint, ...] as a registration sends
+-- them, `known` the group's fingerprints before. Per pair its row and, when new, the topic's
+-- broker set (bench/script_profile.py measures them); the rest a few variadic calls a slice.
+-- `staged`: a staged first registration's pairs (register_stage.lua), unseen until
+-- published: no topic list, no change record, and the generation is the stager's.
 local function put_queues(change, name, flat, known, staged)
   if #flat == 0 then
     return
   end
   if not staged then
-    -- a staging under way is stale now; an unchanged re-registration must take the full
-    -- path (register.lua marks the queues intact again once it has written them)
+    -- a staging under way is stale now, and an unchanged re-registration takes the full
+    -- path (until register.lua marks the queues intact again)
     redis.call('HDEL', K.broker(name), 'topicsGen', 'queuesIntact')
   end
   local few = #flat <= 2 * PER_TOPIC_TAGS
@@ -76,8 +75,8 @@ local function put_queues(change, name, flat, known, staged)
       touch_group(change, name)
     end
   end
-  -- topics new to the tables (not in the topic set) alone go into the set and the index:
-  -- staged ones are listed once published
+  -- topics new to the tables alone go into the set and the index (staged ones are listed
+  -- once published)
   local _, fresh = by_membership(K.topics(), new_topics)
   variadic('SADD', K.topics(), fresh)
   index_topics(fresh)
@@ -120,8 +119,7 @@ local function drop_queues(change, name, topics)
   unstage_topics(orphans)
 end
 
--- Wipes (perm & ~WRITE) or adds (perm = READ|WRITE) the write bit of every QueueData of
--- a group; how many it has.
+-- Wipes (perm & ~WRITE) or adds (perm = READ|WRITE) a group's write bits; how many QueueData.
 local function set_write_perm(change, name, wipe)
   local count, writes = 0, {}
   local known = fingerprints(name)
@@ -139,8 +137,8 @@ local function set_write_perm(change, name, wipe)
   return count
 end
 
--- A static topic's queue mappings by the group that hosts them (RocketMQ 5's
--- topicQueueMappingInfoTable): `mappings` a flat list [topic, bname, info JSON, ...].
+-- Static topics' queue mappings by hosting group (RocketMQ 5's topicQueueMappingInfoTable):
+-- `mappings` a flat list [topic, bname, info JSON, ...].
 local function put_mappings(change, mappings)
   for i = 1, #mappings, 3 do
     local topic, bname, info = mappings[i], mappings[i + 1], mappings[i + 2]
@@ -152,7 +150,6 @@ local function put_mappings(change, mappings)
   end
 end
 
--- Removes one group's mapping of a topic.
 local function drop_mapping(change, topic, bname)
   if redis.call('HDEL', K.mapping(topic), bname) == 1 then
     touch_topic(change, topic)
@@ -171,8 +168,8 @@ local function publish_staged(change, name)
   local alone = added and added == redis.call('SCARD', K.staged_topics())
   redis.call('HDEL', K.stagings(), name)
   if alone then
-    -- every staged topic is this group's: the set goes whole, in O(1) (UNLINK frees it in
-    -- the background), and the group's topics it does not hold are the shared ones
+    -- every staged topic is this group's: the set goes whole in O(1) (UNLINK frees it in
+    -- the background); the group's topics it does not hold are the shared ones
     local shared = redis.call('HLEN', K.broker_topics(name)) - added
     if shared == 0 or shared > TAG_CAP then
       if redis.call('UNLINK', K.staged_topics()) == 1 then

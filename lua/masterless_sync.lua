@@ -1,6 +1,5 @@
--- Rebuilds the set of groups without master from the groups themselves, at a worker's
--- start: tables written before the set existed get it (every change keeps it since).
--- O(broker groups), a few thousand reads at most, once per start.
+-- Rebuilds the set of groups without master from the groups, at a worker's start (O(groups)):
+-- tables written before the set existed get it (every change keeps it since).
 -- uses: keys, changes, groups
 -- keys: version, clusters, cluster, addrs, masterless, changes, changelog
 -- Returns the number of groups without master

@@ -62,7 +62,7 @@ redis.call('SADD', K.clusters(), cluster)
 
 -- 2. brokerAddrTable
 local old_cluster = redis.call('HGET', K.broker(name), 'cluster')
-local register_first = not old_cluster
+local register_first = not old_cluster or not held
 if not old_cluster then
   touch_group(change, name)
   redis.call('HSET', K.broker(name), 'cluster', cluster, 'brokerName', name)
@@ -88,22 +88,18 @@ for i = 1, #flat, 2 do
   end
 end
 
-local old_addr = redis.call('HGET', K.addrs(name), id)
-if old_addr ~= addr then
+if held ~= addr then  -- `held`, read above: nothing since changed this id's entry
   redis.call('HSET', K.addrs(name), id, addr)
   touch_group(change, name)
+  -- the id moved from another address: that one is in no group any more, so its rows go
+  local owner = held and redis.call('HMGET', K.member(held), 'brokerName', 'brokerId')
+  if owner and owner[1] == name and owner[2] == id then
+    forget_address(change, held, name)
+  end
 end
 note_master(name)
 if prev_min ~= nil and tonumber(id) < prev_min then
   note_min_change(change, name, nil, ha_addr)  -- a smaller id than any before joined
-end
-register_first = register_first or not old_addr
-if old_addr and old_addr ~= addr then
-  -- the id moved to a new address: the old one is in no group any more, so its rows go
-  local owner = redis.call('HMGET', K.member(old_addr), 'brokerName', 'brokerId')
-  if owner[1] == name and owner[2] == id then
-    forget_address(change, old_addr, name)
-  end
 end
 
 -- BrokerData's enableActingMaster and zoneName: the last registration's, as in RocketMQ
@@ -201,11 +197,11 @@ end
 -- they did (enableSplitRegistration's parts, each its own body, each unchanged path's).
 alike = alike and not change.visible
 local kept = {}
-for held in string.gmatch(redis.call('HGET', K.member(addr), 'bodyDigest') or '', '%S+') do
-  if alike and held ~= body_digest then
-    kept[#kept + 1] = held
-  elseif held ~= body_digest then
-    redis.call('HDEL', K.body_digests(), held)
+for other in string.gmatch(redis.call('HGET', K.member(addr), 'bodyDigest') or '', '%S+') do
+  if alike and other ~= body_digest then
+    kept[#kept + 1] = other
+  elseif other ~= body_digest then
+    redis.call('HDEL', K.body_digests(), other)
   end
 end
 while #kept >= MAX_BODY_DIGESTS do

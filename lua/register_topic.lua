@@ -1,13 +1,12 @@
--- Register one topic's QueueData for given brokers (RocketMQ 5.x
--- RouteInfoManager.registerTopic, request REGISTER_TOPIC_IN_NAMESRV), atomically.
+-- Register one topic's QueueData for given brokers, atomically (RocketMQ 5.x
+-- RouteInfoManager.registerTopic, request REGISTER_TOPIC_IN_NAMESRV).
 -- uses: keys, changes, staging, queues
 -- keys: version, broker, broker_topics, topics, topic_index, staged_topics, topic, queue, changes, changelog
--- ARGV[1] topic
--- ARGV[2] n, number of QueueData
+-- ARGV[1..2] topic, n the number of QueueData
 -- ARGV[3 ..] n groups of 5: brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag
--- Returns {change, 1} when applied, {change, 0} when a broker name has no BrokerData
--- (RocketMQ then refuses the topic: "Register topic contains illegal broker"); unlike
--- RocketMQ, nothing at all is written in that case.
+-- Returns {change, 1} when applied, {change, 0} when a broker name has no BrokerData (RocketMQ
+--   refuses the topic: "Register topic contains illegal broker"); unlike RocketMQ, nothing
+--   at all is written then.
 local change = new_change()
 local topic, n = ARGV[1], tonumber(ARGV[2])
 

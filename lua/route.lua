@@ -5,14 +5,13 @@
 -- keys: version, broker, addrs, topic, queue, filter, mapping, kv
 -- ARGV[1] topic
 -- ARGV[2] '1' to attach orderTopicConf from the KV namespace ORDER_TOPIC_CONFIG
--- ARGV[3] '1' for supportActingMaster: a group whose brokers run with enableActingMaster,
---         that has no master and whose QueueData cannot be written, answers its
---         smallest-id member as id 0 (RocketMQ 5's pickupTopicRouteData)
--- Returns {version, body, names}: body is the route as docs/api.md's JSON (queueDatas and
---   brokerDatas by brokerName, brokerAddrs by brokerId; a BrokerData's enableActingMaster
---   only when true and zoneName only when set; topicQueueMappingByBroker only for a static
---   topic), or false when the topic has no route (TOPIC_NOT_EXIST); names are the broker
---   groups it names.
+-- ARGV[3] '1' for supportActingMaster: a group with enableActingMaster, no master and
+--         QueueData that cannot be written answers its smallest-id member as id 0 (RocketMQ
+--         5's pickupTopicRouteData)
+-- Returns {version, body, names}: body the route as docs/api.md's JSON (queueDatas and
+--   brokerDatas by brokerName, brokerAddrs by brokerId; enableActingMaster only when true,
+--   zoneName only when set, topicQueueMappingByBroker only for a static topic), or false
+--   without a route (TOPIC_NOT_EXIST); names the broker groups it names.
 local topic, with_order = ARGV[1], ARGV[2] == '1'
 -- RocketMQ leaves the brokers' own member-sync topics as they are
 local support_acting = ARGV[3] == '1' and string.sub(topic, 1, 27) ~= 'rmq_sys_SYNC_BROKER_MEMBER_'

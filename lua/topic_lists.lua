@@ -1,18 +1,14 @@
--- Read one slice of one of the topic lists RocketMQ's tools ask for. At 100,000 topics a
--- whole list is too much for one call (Redis runs nothing else meanwhile), so the worker
--- asks slice after slice: topics in name order (the topic index) for 'all' and the unit
--- lists, broker groups in name order for 'cluster'. Slices are not read in one step: a list
--- read while topics change may miss or hold one changed meanwhile, as a NameServer's list
--- may by the time it arrives.
+-- Read one slice of a topic list RocketMQ's tools ask for: at 100,000 topics a whole list is
+-- too much for one call (Redis runs nothing else meanwhile). Slices go in name order, of
+-- topics (the topic index) for 'all' and the unit lists, of broker groups for 'cluster'; read
+-- while topics change, a list may miss or hold one changed meanwhile, as RocketMQ's may.
 -- uses: keys, basics, staging
 -- keys: version, clusters, cluster, broker, addrs, broker_topics, topic_index, staged_topics, topic, queue
 -- ARGV[1] which: 'all', 'cluster', 'system', 'unit', 'unit-sub', 'unit-sub-without-unit'
 -- ARGV[2] clusterName (for 'cluster')
--- ARGV[3] cursor: '' for the first slice, else the last topic (or group, for 'cluster')
---         of the previous slice
+-- ARGV[3] cursor: '' for the first slice, else the previous slice's last topic (group)
 -- ARGV[4] slice size: topics (groups, for 'cluster')
--- Returns {version, {name, ...}, brokerAddr or '', next cursor or false}; brokerAddr only
---   for 'system'.
+-- Returns {version, {name, ...}, brokerAddr ('' but for 'system'), next cursor or false}
 local which, cursor, size = ARGV[1], ARGV[3] or '', tonumber(ARGV[4] or '0')
 local FLAG_UNIT, FLAG_UNIT_SUB = 1, 2
 
