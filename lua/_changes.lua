@@ -65,9 +65,8 @@ local function touch_topics(change, topics)
 end
 
 -- When something visible changed: bumps the version and publishes the record {seq, time,
--- tag...} on the channel and in the capped changelog, in the change's own script, so no
--- reader sees one without the other. Returns the record, or the bare version when nothing
--- changed (an unchanged re-registration flushes no cache).
+-- tag...} on the channel and in the capped changelog, in the change's own script (no reader
+-- sees one without the other). Else the bare version: a no-op flushes no cache.
 local function publish_change(change)
   if not change.visible then
     return redis.call('GET', KEYS[1]) or '0'
@@ -91,8 +90,7 @@ local function publish_change(change)
   return encoded
 end
 
--- A writing script's one way out: {change record (or the bare version), its own values...}
--- (service/scripts.py reads them in that order).
+-- A writing script's one way out: {change record or bare version, its values...} (service/scripts.py).
 local function finish(change, ...)
   return {publish_change(change), ...}
 end

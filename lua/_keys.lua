@@ -3,10 +3,9 @@
 
 local TAG = string.sub(KEYS[1], 1, #KEYS[1] - #':version')
 
--- A name as it stands in a key: service/keys.py encode_name, byte for byte (the
--- docstring there says why). A registration builds keys for 10,000 topics, nearly all
--- plain and most twice (queue row, topic set): each name is checked once per call, then
--- found in `encoded`, so the encoding costs a full registration a few percent.
+-- A name as it stands in a key: service/keys.py encode_name (its docstring says why), byte
+-- for byte. Each name is checked once per call, then found in `encoded`: a registration
+-- builds keys for 10,000 topics, most twice, and this costs it a few percent.
 local KEPT_ONLY = '^[a-zA-Z0-9_.%%|%-]*$'
 local UNKEPT = '[^a-zA-Z0-9_.%%|%-]'
 local encoded = {}

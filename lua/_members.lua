@@ -28,15 +28,11 @@ end
 -- The answer to a registration: a slave learns its master when the master is alive;
 -- every broker gets the ORDER_TOPIC_CONFIG namespace.
 local function registration_answer(name, id)
-  local master_found, master_addr, master_ha = 0, '', ''
-  if id ~= '0' then
-    local m = redis.call('HGET', K.addrs(name), '0')
-    if m then
-      local m_ha = redis.call('HGET', K.live(m), 'haServerAddr')
-      if m_ha then
-        master_found, master_addr, master_ha = 1, m, m_ha
-      end
-    end
+  local master = id ~= '0' and redis.call('HGET', K.addrs(name), '0')
+  local master_ha = master and redis.call('HGET', K.live(master), 'haServerAddr')
+  local kv = redis.call('HGETALL', K.kv(ORDER_TOPIC_CONFIG))
+  if master_ha then
+    return 1, master, master_ha, kv
   end
-  return master_found, master_addr, master_ha, redis.call('HGETALL', K.kv(ORDER_TOPIC_CONFIG))
+  return 0, '', '', kv
 end

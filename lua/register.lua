@@ -37,9 +37,9 @@ local own_staging, topic_count, state_version = ARGV[17] or '', tonumber(ARGV[18
 -- RocketMQ 5.3's two refusals (RouteInfoManager.registerBroker), before anything is written.
 local held = redis.call('HGET', K.addrs(name), id)
 if held and held ~= addr then
-  -- another address holds the id, alive with a higher stateVersion (a controller made it
-  -- master since): this registration is ignored, its address leaves the live table (here
-  -- every table: no row of it may outlive its live one)
+  -- another address, alive with a higher stateVersion, holds the id (a controller made it
+  -- master since): this one is ignored and leaves the live table, here every table (no row
+  -- of it may outlive its live one)
   local row = redis.call('HMGET', K.live(held), 'cluster', 'dataVersion')
   if row[1] == cluster and digits_above(string.match(row[2] or '', '"stateVersion":(%d+)') or '0', state_version) then
     remove_address(change, addr, nil)  -- not a departure of the three kinds recorded
@@ -115,9 +115,8 @@ if (group_row[1] or '0') ~= acting_flag or (group_row[2] or '') ~= zone then
   touch_group(change, name)
 end
 
--- RocketMQ 5's prime slave: a 5.x slave with the smallest id of a group that has no
--- master writes the group's QueueData as a master would, without the write bit when the
--- group runs with enableActingMaster (RouteInfoManager.registerBroker).
+-- RocketMQ 5's prime slave: a 5.x slave with the smallest id of a masterless group writes its
+-- QueueData as a master would, without the write bit under enableActingMaster.
 local prime = acting ~= '' and id ~= '0' and min_id(redis.call('HGETALL', K.addrs(name))) == tonumber(id)
 
 -- 3. topicQueueTable, from the master (or the prime slave) only. A QueueData is written when
@@ -174,27 +173,24 @@ if id == '0' or prime then
 end
 
 -- 4. brokerLiveTable, with the key TTL and the deadline index
-redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name,
-  'brokerId', id, 'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout),
-  'dataVersion', data_version)
+redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name, 'brokerId', id,
+  'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout), 'dataVersion', data_version)
 touch_live(addr, now, timeout, channel)
 redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name, 'brokerId', id)
 
--- 5. filterServerTable: absent leaves it, empty removes it, non-empty replaces it
-if filter_mode == 'set' then
-  -- two arrays of strings (both '{}' when empty)
-  if cjson.encode(redis.call('LRANGE', K.filter(addr), 0, -1)) ~= cjson.encode(filter_servers) then
-    redis.call('DEL', K.filter(addr))
-    if #filter_servers > 0 then
-      redis.call('RPUSH', K.filter(addr), unpack(filter_servers))
-    end
-    touch_group(change, name)
+-- 5. filterServerTable: absent leaves it, empty removes it, non-empty replaces it (the lists
+-- compared as JSON arrays of strings, both '{}' when empty)
+local filters = filter_mode == 'set' and cjson.encode(filter_servers)
+if filters and filters ~= cjson.encode(redis.call('LRANGE', K.filter(addr), 0, -1)) then
+  redis.call('DEL', K.filter(addr))
+  if #filter_servers > 0 then
+    redis.call('RPUSH', K.filter(addr), unpack(filter_servers))
   end
+  touch_group(change, name)
 end
 
--- 6. the bodies register_unchanged.lua finds this address by (member's bodyDigest, space
--- separated): this one's, and the earlier ones when this registration left the address as
--- they did (enableSplitRegistration's parts, each its own body, each unchanged path's).
+-- 6. the bodies register_unchanged.lua finds this address by (member's bodyDigest): this
+-- one's, and the earlier ones (a split registration's parts) if it left the address alike.
 alike = alike and not change.visible
 local kept = {}
 for other in string.gmatch(redis.call('HGET', K.member(addr), 'bodyDigest') or '', '%S+') do

@@ -35,24 +35,17 @@ if generation == '' then
   redis.call('HSET', K.broker(name), 'staging', generation, 'topicsGen', generation)
   -- register.lua publishes in O(1) when this is the only staging and its count is right
   redis.call('HSET', K.stagings(), name, 0)
+  -- A staged group holds STAGE_MIN (500) topics or more: its fingerprints would be a
+  -- listpack until hash-max-listpack-entries (512 by default), each field found by a scan of
+  -- the others (a quarter of a first registration's time in Redis 7.0). A value past
+  -- hash-max-listpack-value makes the new hash a hash table, which it stays without it.
+  redis.call('HSET', K.broker_topics(name), ' ', string.rep('-', 1024))
 elseif row[2] ~= generation or row[3] ~= generation then
   return finish(change, 'stale')
 end
 
-local flat = cjson.decode(ARGV[3])
 local before = redis.call('SCARD', K.staged_topics())
--- A staged group holds STAGE_MIN (500) topics or more: its fingerprints would be a listpack
--- until hash-max-listpack-entries (512 by default), each field found by a scan of the others
--- (a quarter of a first registration's time in Redis 7.0). A value past
--- hash-max-listpack-value makes it a hash table from the first slice on, and it stays one
--- when the field goes below.
-local first = ARGV[2] == ''  -- the group has no fingerprints yet (see above)
-if first then
-  redis.call('HSET', K.broker_topics(name), ' ', string.rep('-', 1024))
-end
-put_queues(change, name, flat, {}, true)
-if first then
-  redis.call('HDEL', K.broker_topics(name), ' ')
-end
+put_queues(change, name, cjson.decode(ARGV[3]), {}, true)
+redis.call('HDEL', K.broker_topics(name), ' ')  -- the first slice's placeholder (above)
 redis.call('HINCRBY', K.stagings(), name, redis.call('SCARD', K.staged_topics()) - before)
 return finish(change, 'staged', generation)
