@@ -14,10 +14,7 @@ end
 -- Whether digit string `a` is a larger number than `b` (no leading zeros): exact for every
 -- long, where a double is not past 2^53.
 local function digits_above(a, b)
-  if #a ~= #b then
-    return #a > #b
-  end
-  return a > b
+  return #a > #b or (#a == #b and a > b)
 end
 
 -- Lua's unpack takes at most a few thousand values: variadic calls go in slices.
@@ -62,7 +59,6 @@ local function has_bit(n, bit)
   return math.floor(tonumber(n) / bit) % 2 == 1
 end
 
--- A perm with its write bit cleared.
 local PERM_WRITE = 2
 local function without_write(perm)
   perm = tonumber(perm)

@@ -1,10 +1,9 @@
 -- Prelude part: an address's liveness, a registration's answer, departures.
 -- uses: keys, basics
 
--- Brokers that left, for an operator who comes late (GET /v1/departures, the dashboard):
--- written by the script that removes the broker, so a departure is recorded exactly when
--- it happened. A ZSET by time (ms, Redis time) of JSON entries, bounded by age and count;
--- readers see only the window (lua/departures.lua).
+-- Brokers that left, for an operator who comes late (GET /v1/departures, the dashboard), by
+-- the script that removes the broker, so exactly when it happened: a ZSET by time (ms, Redis
+-- time) of JSON entries, bounded by age and count; readers see the window (departures.lua).
 local DEPARTURES_MS = 3600000
 local DEPARTURES_RETAIN = 1000
 

@@ -52,8 +52,6 @@ elseif not held and acting ~= '' and topic_count == 1 then
   return finish(change, 0, 0, '', '', {}, 'refused', '')
 end
 
-local now = now_ms()
-
 -- 1. clusterAddrTable
 if redis.call('SADD', K.cluster(cluster), name) == 1 then
   touch_group(change, name)
@@ -87,7 +85,6 @@ for i = 1, #flat, 2 do
     touch_group(change, name)
   end
 end
-
 if held ~= addr then  -- `held`, read above: nothing since changed this id's entry
   redis.call('HSET', K.addrs(name), id, addr)
   touch_group(change, name)
@@ -128,9 +125,8 @@ local was = redis.call('HMGET', live_key, 'dataVersion', 'haServerAddr', 'heartb
 -- whether the address's other bodies (a split registration's other parts) still hold: it
 -- is the address's as before, queues intact, and (step 6) changed nothing a reader sees; its
 -- dataVersion may move (a split broker moves it at every part: body digests leave it out)
-local alike = not register_first and was[2] == ha_addr and was[3] == int(timeout)
-  and was[4] == name and was[5] == id and was[6] == cluster
-  and (id ~= '0' or redis.call('HGET', K.broker(name), 'queuesIntact') == '1')
+local alike = not register_first and was[2] == ha_addr and was[3] == int(timeout) and was[4] == name and was[5] == id
+  and was[6] == cluster and (id ~= '0' or redis.call('HGET', K.broker(name), 'queuesIntact') == '1')
 local rewrite = register_first or was[1] ~= data_version
 if id == '0' or prime then
   -- a staged first registration (register_stage.lua) is published by this one
@@ -153,8 +149,7 @@ if id == '0' or prime then
       fp = fingerprint(r, w, without_write(p), f)
     end
     seen[topic] = true
-    local old = known[topic]
-    if not old or (rewrite and old ~= fp) then
+    if not known[topic] or (rewrite and known[topic] ~= fp) then
       writes[#writes + 1] = topic
       writes[#writes + 1] = fp
     end
@@ -170,12 +165,15 @@ if id == '0' or prime then
     drop_queues(change, name, absent)
   end
   put_mappings(change, mappings)
+  if id == '0' then
+    redis.call('HSET', K.broker(name), 'queuesIntact', '1')  -- every QueueData of its config is in place
+  end
 end
 
 -- 4. brokerLiveTable, with the key TTL and the deadline index
 redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name, 'brokerId', id,
   'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout), 'dataVersion', data_version)
-touch_live(addr, now, timeout, channel)
+touch_live(addr, now_ms(), timeout, channel)
 redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name, 'brokerId', id)
 
 -- 5. filterServerTable: absent leaves it, empty removes it, non-empty replaces it (the lists
@@ -208,11 +206,6 @@ if body_digest ~= '' then
   redis.call('HSET', K.body_digests(), body_digest, addr)
 end
 redis.call('HSET', K.member(addr), 'bodyDigest', table.concat(kept, ' '))
-
--- every QueueData of the master's config is in place now
-if id == '0' then
-  redis.call('HSET', K.broker(name), 'queuesIntact', '1')
-end
 
 -- 7. the answer
 local master_found, master_addr, master_ha, kv = registration_answer(name, id)

@@ -8,12 +8,11 @@
 --       changes, changelog
 -- ARGV[1] brokerName
 -- ARGV[2] the generation this staging was given by its first slice ('' for the first)
--- ARGV[3] a slice of the topic configs, a flat JSON array [topic, fingerprint, ...] as
---         register.lua takes them
--- Returns {change, 'staged', generation}; {change, 'published'}: the group is visible already
---   (the registration goes in one script); {change, 'stale'}: another staging of the group
---   took over (the caller gives up staging); {change, 'cleaning', left}: the first slice
---   removed up to CLEAN pairs of an earlier staging that never published: call again.
+-- ARGV[3] a slice of the topic configs, as register.lua's ARGV[10]
+-- Returns {change, 'staged', generation}; {change, 'published'}: the group is visible (the
+--   registration goes in one script); {change, 'stale'}: another staging of it took over (the
+--   caller gives up staging); {change, 'cleaning', left}: up to CLEAN pairs of an earlier,
+--   never published staging removed: call again.
 local change = new_change()
 local name, generation = ARGV[1], ARGV[2]
 local CLEAN = 1000  -- pairs removed per call: each is a few keys

@@ -1,10 +1,9 @@
--- The fast path of a periodic re-registration whose body is byte for byte one this address
--- registered in full (over RocketMQ's protocol, but for its dataVersion), found by its digest
--- alone (the caller need not parse it): unless the address's place changed or anything else
--- changed its group's QueueData since (put_queues and drop_queues clear queuesIntact), the
--- tables are as that registration left them, so only liveness is refreshed, and the stored
--- dataVersion when the body's moved (RocketMQ rewrites a topic on a new dataVersion only
--- where it differs: none does). Anything else answers 0 and the caller registers in full.
+-- The fast path of a periodic re-registration whose body (found by its digest: the caller
+-- need not parse it) is byte for byte one this address registered in full, over RocketMQ's
+-- protocol but for its dataVersion. Unless the address's place or its group's QueueData
+-- changed since (put_queues and drop_queues clear queuesIntact), the tables are as it left
+-- them: only liveness is refreshed, and the dataVersion (RocketMQ rewrites a topic on a new
+-- one only where it differs: none does). Else it answers 0 and the caller registers in full.
 -- uses: keys, basics, changes, members
 -- keys: version, broker, addrs, live, expiry, body_digests, kv, changes, changelog
 -- ARGV[1] digest of the request body

@@ -1,6 +1,5 @@
--- Read a topic's route in one step, so no reader sees a queue whose broker was just removed,
--- and encode it here: a miss then costs the worker no decoding of nested replies and no
--- JSON encoding, only the bytes it sends (and caches).
+-- Read a topic's route in one step (no reader sees a queue whose broker was just removed)
+-- and encode it here: a miss costs the worker no decoding or encoding, only the bytes it sends and caches.
 -- uses: keys, basics, staging
 -- keys: version, broker, addrs, topic, queue, filter, mapping, kv
 -- ARGV[1] topic

@@ -17,8 +17,7 @@ if order_only then
   local all = redis.call('HKEYS', K.kv(ORDER_TOPIC_CONFIG))
   table.sort(all)
   for _, topic in ipairs(all) do
-    if topic > cursor and string.sub(topic, 1, #prefix) == prefix
-        and redis.call('EXISTS', K.topic(topic)) == 1 then
+    if topic > cursor and string.sub(topic, 1, #prefix) == prefix and redis.call('EXISTS', K.topic(topic)) == 1 then
       names[#names + 1] = topic
       if #names > limit then break end
     end
