@@ -5,11 +5,11 @@
 -- What one call changes that a reader could see, in one object every writing helper takes
 -- first, so nothing about a change lives anywhere else:
 --   visible    whether a reader could see anything changed (then the version moves)
---   tags       dependency tags (service/changes.py reads them): 't:<topic>' for a topic's
---              QueueData or order config, 'g:<brokerName>' for a group's members, addresses,
---              cluster or filter servers (every route naming the group)
---   tag_count  how many; past TAG_CAP the record is a flush ('*'): it stays small, and such
---              changes (a first registration of thousands of topics) are rare
+--   tags       dependency tags (service/changes.py): 't:<topic>' for a topic's QueueData or
+--              order config, 'g:<brokerName>' for a group's members, addresses, cluster or
+--              filter servers (every route naming it)
+--   tag_count  how many; past TAG_CAP the record is a flush ('*'), small: such changes (a
+--              first registration of thousands of topics) are rare
 --   notices    NOTIFY_MIN_BROKER_ID_CHANGE notices for the caller to send (note_min_change)
 local TAG_CAP = 1000
 -- Change records kept for workers that missed some on the channel (~100 s at 10 a second).

@@ -46,8 +46,7 @@ end
 -- Writes QueueDatas of one group: `flat` is [topic, fingerprint, ...] as a registration sends
 -- them, `known` the group's fingerprints before. Per pair its row and, when new, the topic's
 -- broker set (bench/script_profile.py measures them); the rest a few variadic calls a slice.
--- `staged`: a staged first registration's pairs (register_stage.lua), unseen until
--- published: no topic list, no change record, and the generation is the stager's.
+-- `staged` (register_stage.lua): no topic list, no change, the generation stays the stager's.
 local function put_queues(change, name, flat, known, staged)
   if #flat == 0 then
     return
@@ -165,9 +164,8 @@ local function publish_staged(change, name)
   -- once a visible group serves it: either makes the counts differ (then topic by topic).
   local counts = redis.call('HGETALL', K.stagings())  -- a few fields: the stagings under way
   local added = #counts == 2 and counts[1] == name and tonumber(counts[2])
-  local alone = added and added == redis.call('SCARD', K.staged_topics())
   redis.call('HDEL', K.stagings(), name)
-  if alone then
+  if added and added == redis.call('SCARD', K.staged_topics()) then
     -- every staged topic is this group's: the set goes whole in O(1) (UNLINK frees it in
     -- the background); the group's topics it does not hold are the shared ones
     local shared = redis.call('HLEN', K.broker_topics(name)) - added

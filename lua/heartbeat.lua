@@ -2,8 +2,7 @@
 -- uses: keys, basics, changes, members
 -- keys: version, live, expiry, changes, changelog
 -- ARGV[1..3] brokerAddr, brokerName, brokerId
--- ARGV[4] channel: the remoting connection that refreshed it ('' over HTTP); the last
---         refresher owns the broker, so only its connection closing can remove it
+-- ARGV[4] channel: the remoting connection that refreshed it ('' over HTTP), its owner now (touch_live)
 -- Returns {change, 1, stored dataVersion} when the broker is registered and alive, else
 --   {change, 0}: one whose live row expired may be (about to be) removed, so registers in full.
 local change = new_change()

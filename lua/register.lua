@@ -5,20 +5,17 @@
 --       changelog, departures
 -- ARGV[1..6] clusterName, brokerAddr, brokerName, brokerId ('0' is the master), haServerAddr,
 --          heartbeatTimeoutMillis
--- ARGV[7]  dataVersion, canonical JSON (compared as a string)
--- ARGV[8]  filter mode: 'keep' (list absent) or 'set'
--- ARGV[9]  '1' to remove this broker's QueueData for topics absent from its config
+-- ARGV[7..9] dataVersion (canonical JSON, compared as a string); filter mode: 'keep' (list
+--          absent) or 'set'; '1' to remove this broker's QueueData for topics absent from it
 -- ARGV[10] topic configs, a flat JSON array [topic, fingerprint, ...], the fingerprint
 --          "readQueueNums,writeQueueNums,perm,topicSysFlag" (10,000 topics as 20,000 arguments
 --          cost more to send): the body's whole table (with split registration, one part)
--- ARGV[11] filter server addresses, a JSON array of strings
--- ARGV[12] channel: the remoting connection this registration came on ('' over HTTP)
--- ARGV[13] digest of the request body ('' when unknown), kept for register_unchanged.lua
+-- ARGV[11..13] filter server addresses (a JSON array of strings); channel: the remoting
+--          connection it came on ('' over HTTP); the body's digest ('' unknown), for register_unchanged
 -- ARGV[14] enableActingMaster as the broker sent it: '1', '0', or '' when its header has
 --          none (a broker before 5.0): RocketMQ 5's prime-slave rule is for 5.x brokers only
--- ARGV[15] zoneName ('' when none)
--- ARGV[16] the static topics' queue mappings of the body, a flat JSON array
---          [topic, bname, TopicQueueMappingInfo JSON, ...]
+-- ARGV[15..16] zoneName ('' when none); the body's static topics' queue mappings, a flat JSON
+--          array [topic, bname, TopicQueueMappingInfo JSON, ...]
 -- ARGV[17] the generation of the staging (register_stage.lua) the caller wrote of ARGV[10]
 --          ('' none): published untouched, the table is in place as sent, not compared again
 -- ARGV[18] how many topic configs the registration's body holds (apache/rocketmq#4522's rule)

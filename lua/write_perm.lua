@@ -5,5 +5,4 @@
 -- ARGV[2] 'wipe' (perm & ~WRITE) or 'add' (perm = READ|WRITE)
 -- Returns {change, topics touched}
 local change = new_change()
-local count = set_write_perm(change, ARGV[1], ARGV[2] == 'wipe')
-return finish(change, count)
+return finish(change, set_write_perm(change, ARGV[1], ARGV[2] == 'wipe'))
