@@ -53,8 +53,7 @@ local function touch_all(change)
   change.tag_count = TAG_CAP + 1
 end
 
--- Every topic of `topics`: past the cap the record is a flush, and no tag is built for each
--- (none at all: only a touched change is past the cap).
+-- Every topic of `topics`: past the cap a flush, no tag built for each (already one if none).
 local function touch_topics(change, topics)
   if change.tag_count + #topics > TAG_CAP then
     return touch_all(change)

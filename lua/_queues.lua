@@ -120,8 +120,7 @@ end
 
 -- Wipes (perm & ~WRITE) or adds (perm = READ|WRITE) a group's write bits; how many QueueData.
 local function set_write_perm(change, name, wipe)
-  local count, writes = 0, {}
-  local known = fingerprints(name)
+  local count, writes, known = 0, {}, fingerprints(name)
   for topic, fp in pairs(known) do
     local v = fp_values(fp)
     local new_perm = wipe and without_write(v[3]) or 6

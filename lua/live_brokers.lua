@@ -11,8 +11,7 @@
 --           heartbeatTimeoutMillis, dataVersion, deadline, enableActingMaster, zoneName}, ...}
 --   by cluster, brokerName, brokerId; the last two the group's ('' when not set); the live
 --   fields false (nil) once the live row has gone by its TTL, deadline without expiry entry.
-local after, limit = ARGV[1] ~= '' and cjson.decode(ARGV[1]) or nil, tonumber(ARGV[2])
-local now = now_ms()
+local after, limit, now = ARGV[1] ~= '' and cjson.decode(ARGV[1]) or nil, tonumber(ARGV[2]), now_ms()
 
 local rows, groups, last, next_group = {}, 0, nil, false
 local clusters = redis.call('SMEMBERS', K.clusters())

@@ -100,11 +100,9 @@ end
 local acting_flag = acting == '1' and '1' or '0'
 local group_row = redis.call('HMGET', K.broker(name), 'enableActingMaster', 'zoneName')
 if (group_row[1] or '0') ~= acting_flag or (group_row[2] or '') ~= zone then
-  redis.call('HSET', K.broker(name), 'enableActingMaster', acting_flag)
+  redis.call('HSET', K.broker(name), 'enableActingMaster', acting_flag, 'zoneName', zone)
   if zone == '' then
-    redis.call('HDEL', K.broker(name), 'zoneName')
-  else
-    redis.call('HSET', K.broker(name), 'zoneName', zone)
+    redis.call('HDEL', K.broker(name), 'zoneName')  -- none: no field
   end
   touch_group(change, name)
 end
@@ -137,8 +135,7 @@ if id == '0' or prime then
   end
   local topic_configs = in_place and {} or cjson.decode(ARGV[10])
   local known = in_place and {} or fingerprints(name)
-  local wipe_write = prime and acting_flag == '1'
-  local writes, seen = {}, {}
+  local writes, seen, wipe_write = {}, {}, prime and acting_flag == '1'
   for i = 1, #topic_configs, 2 do
     local topic, fp = topic_configs[i], topic_configs[i + 1]
     if wipe_write then
@@ -186,10 +183,9 @@ end
 
 -- 6. the bodies register_unchanged.lua finds this address by (member's bodyDigest): this
 -- one's, and the earlier ones (a split registration's parts) if it left the address alike.
-alike = alike and not change.visible
 local kept = {}
 for other in string.gmatch(redis.call('HGET', K.member(addr), 'bodyDigest') or '', '%S+') do
-  if alike and other ~= body_digest then
+  if alike and not change.visible and other ~= body_digest then
     kept[#kept + 1] = other
   elseif other ~= body_digest then
     redis.call('HDEL', K.body_digests(), other)
