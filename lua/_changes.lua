@@ -70,11 +70,10 @@ local function publish_change(change)
   if not change.visible then
     return redis.call('GET', KEYS[1]) or '0'
   end
-  local v = redis.call('INCR', KEYS[1])
   -- Redis time makes each record unique, so a worker can tell a history rolled back and
   -- rewritten (restore, failover) from the one it followed
   local t = redis.call('TIME')
-  local record = {tostring(v), t[1] .. t[2]}
+  local record = {tostring(redis.call('INCR', KEYS[1])), t[1] .. t[2]}
   if change.tag_count > TAG_CAP then
     record[3] = '*'
   else

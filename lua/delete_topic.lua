@@ -3,8 +3,7 @@
 -- uses: keys, changes, queues
 -- keys: version, cluster, broker, broker_topics, topics, topic_index, staged_topics, topic, queue, mapping,
 --       mapped, changes, changelog
--- ARGV[1] topic
--- ARGV[2] clusterName, or '' for every broker
+-- ARGV[1..2] topic, clusterName ('' for every broker)
 -- Returns {change, QueueData removed}
 local change = new_change()
 local topic, cluster = ARGV[1], ARGV[2]

@@ -1,8 +1,7 @@
 -- Delete a KV config entry; a missing one is not an error. The namespace stays.
 -- uses: keys, changes
 -- keys: version, kv, changes, changelog
--- ARGV[1] namespace
--- ARGV[2] key
+-- ARGV[1..2] namespace, key
 -- Returns {change}
 local change = new_change()
 local namespace, key = ARGV[1], ARGV[2]

@@ -1,9 +1,7 @@
 -- Put a KV config entry; creates the namespace.
 -- uses: keys, changes
 -- keys: version, kv_namespaces, kv, changes, changelog
--- ARGV[1] namespace
--- ARGV[2] key
--- ARGV[3] value
+-- ARGV[1..3] namespace, key, value
 -- Returns {change}
 local change = new_change()
 local namespace, key, value = ARGV[1], ARGV[2], ARGV[3]
