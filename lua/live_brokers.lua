@@ -3,8 +3,7 @@
 -- clusters -> broker names -> addrs hashes; the page's cost follows its size.
 -- uses: keys, basics
 -- keys: version, clusters, cluster, broker, addrs, live, expiry, member
--- ARGV[1] cursor: '' for the first page, else the JSON [cluster, brokerName] of the last
---         group of the previous page
+-- ARGV[1] cursor: '' for the first page, else the previous page's last group, JSON [cluster, brokerName]
 -- ARGV[2] limit: broker groups in this page
 -- Returns {version, now (ms, Redis time), rows, next cursor {cluster, brokerName} or false}
 --   rows: {{brokerAddr, cluster, brokerName, brokerId, haServerAddr, lastUpdateTimestamp,

@@ -3,8 +3,7 @@
 -- keys: version, clusters, cluster, broker, addrs, broker_topics, topics, topic_index, staged_topics, stagings,
 --       topic, queue, live, expiry, member, filter, mapping, mapped, body_digests, masterless, kv, changes,
 --       changelog, departures
--- ARGV[1..6] clusterName, brokerAddr, brokerName, brokerId ('0' is the master), haServerAddr,
---          heartbeatTimeoutMillis
+-- ARGV[1..6] clusterName, brokerAddr, brokerName, brokerId ('0' master), haServerAddr, heartbeatTimeoutMillis
 -- ARGV[7..9] dataVersion (canonical JSON, compared as a string); filter mode: 'keep' (list
 --          absent) or 'set'; '1' to remove this broker's QueueData for topics absent from it
 -- ARGV[10] topic configs, a flat JSON array [topic, fingerprint, ...], the fingerprint

@@ -16,9 +16,9 @@ local addr = redis.call('HGET', K.body_digests(), digest)
 -- the live row may have expired (TTL): then the broker must register in full
 local row = addr and redis.call('HMGET', K.live(addr), 'brokerName', 'brokerId', 'cluster', 'heartbeatTimeoutMillis')
 if not (row and row[1]) then return finish(change, 0) end
-local name, id, cluster = row[1], row[2], row[3]
-if redis.call('HGET', K.addrs(name), id) ~= addr or redis.call('HGET', K.broker(name), 'cluster') ~= cluster
-    or (id == '0' and redis.call('HGET', K.broker(name), 'queuesIntact') ~= '1') then
+local name, id = row[1], row[2]
+local group = redis.call('HMGET', K.broker(name), 'cluster', 'queuesIntact')
+if redis.call('HGET', K.addrs(name), id) ~= addr or group[1] ~= row[3] or (id == '0' and group[2] ~= '1') then
   return finish(change, 0)
 end
 

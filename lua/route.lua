@@ -4,9 +4,8 @@
 -- keys: version, broker, addrs, topic, queue, filter, mapping, kv
 -- ARGV[1] topic
 -- ARGV[2] '1' to attach orderTopicConf from the KV namespace ORDER_TOPIC_CONFIG
--- ARGV[3] '1' for supportActingMaster: a group with enableActingMaster, no master and
---         QueueData that cannot be written answers its smallest-id member as id 0 (RocketMQ
---         5's pickupTopicRouteData)
+-- ARGV[3] '1' for supportActingMaster: a group with enableActingMaster, no master and unwritable
+--         QueueData answers its smallest-id member as id 0 (RocketMQ 5's pickupTopicRouteData)
 -- Returns {version, body, names}: body the route as docs/api.md's JSON (queueDatas and
 --   brokerDatas by brokerName, brokerAddrs by brokerId; enableActingMaster only when true,
 --   zoneName only when set, topicQueueMappingByBroker only for a static topic), or false
