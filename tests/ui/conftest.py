@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import aiohttp
 import pytest
@@ -18,6 +20,7 @@ from service.config import Settings
 from service.http.ui import add_ui_routes
 from tests.builders import registration, topic_config
 from tests.redis_server import free_port
+from tests.waits import until_sync
 
 CHROMIUM = os.environ.get("RMQ_UI_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -109,16 +112,47 @@ async def worker_factory(redis_url: str) -> AsyncIterator[Any]:
 
 
 # ---------------------------------------------------------------------- the browser
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[str]:
+    """One headless chromium per test process (an xdist worker) for its whole run, where each
+    test launched its own; its DevTools endpoint. Closed at the session's end."""
+    profile = Path(tempfile.mkdtemp(prefix="rmq-ui-chromium-"))
+    # port 0: chromium picks a free port and writes it into DevToolsActivePort in its profile
+    proc = subprocess.Popen([CHROMIUM, *CHROMIUM_ARGS, "--remote-debugging-address=127.0.0.1",
+                             "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        active = profile / "DevToolsActivePort"
+
+        def port() -> str | None:
+            assert proc.poll() is None, f"{CHROMIUM} exited with {proc.returncode} at its start"
+            lines = active.read_text().splitlines() if active.exists() else []
+            return lines[0] if lines and lines[0].isdigit() else None
+
+        yield f"http://127.0.0.1:{until_sync(port, 60, f'{CHROMIUM} listening for DevTools')}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
 @pytest.fixture
-async def browser() -> AsyncIterator[Any]:
+async def browser(chromium: str) -> AsyncIterator[Any]:
+    """The process's chromium, connected for this test. A test opens its pages in contexts of
+    its own (browser.new_context(): no cookies or storage shared with any other context),
+    which close with the connection at its end."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        b = await pw.chromium.connect_over_cdp(chromium)
         try:
             yield b
         finally:
-            await b.close()
+            await b.close()  # closes the contexts this connection made, then disconnects
 
 
 @pytest.fixture
