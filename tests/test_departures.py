@@ -15,6 +15,7 @@ from service.http.app_keys import SCANNER
 from service.keys import Keys
 from tests.builders import identity, registration
 from tests.calls import register
+from tests.waits import BOUND_S, until
 
 K = Keys()
 HOUR_MS = 3_600_000
@@ -65,8 +66,7 @@ async def test_an_unregistered_slave_is_listed_by_another_worker_with_its_cause(
 async def test_an_expired_broker_is_recorded_as_expired(client: TestClient, r: redis.Redis) -> None:
     await register(client, registration(addr="10.0.0.3:10911", name="broker-b", broker_id=1, cluster="C2",
                                         timeout_ms=200))
-    await asyncio.sleep(0.4)
-    assert await client.app[SCANNER].scan_once() == 1
+    assert await until(client.app[SCANNER].scan_once, BOUND_S, "a scan removing the expired broker") == 1
     [gone] = await departures(client)
     assert (gone["brokerAddr"], gone["brokerName"], gone["cluster"], gone["brokerId"], gone["cause"]) == (
         "10.0.0.3:10911", "broker-b", "C2", 1, "expired")
@@ -76,9 +76,8 @@ async def test_the_expiry_log_line_names_the_group_and_the_role(
         client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
     await register(client, registration(addr="10.0.0.3:10911", name="broker-b", broker_id=1, cluster="C2",
                                         timeout_ms=200))
-    await asyncio.sleep(0.4)
     with caplog.at_level(logging.INFO, logger="service.scanner"):
-        assert await client.app[SCANNER].scan_once() == 1
+        assert await until(client.app[SCANNER].scan_once, BOUND_S, "a scan removing the expired broker") == 1
     [line] = [rec.getMessage() for rec in caplog.records if "expired" in rec.getMessage()]
     assert line == ("broker 10.0.0.3:10911 (slave 1 of group broker-b) of cluster C2 expired: "
                     "removed from the route tables")

@@ -15,10 +15,18 @@ from service.removals import EXPIRED, Removal
 from tests.builders import identity, registration
 from tests.calls import register, route
 from tests.tables import violations
+from tests.waits import BOUND_S, until
 
 K = Keys()
 TIMEOUT_MS = 1_500
 SCAN_MS = 200
+
+
+async def ran_out(r: redis.Redis, *addrs: str) -> None:
+    """Until the live rows of `addrs` ran out: their TTL is their timeout, the deadline the
+    scanner reads (lua/_members.lua sets both from one Redis time)."""
+    await until(lambda: r.exists(*(K.live(a) for a in addrs)) == 0, BOUND_S,
+                f"the live rows of {len(addrs)} brokers running out")
 
 
 async def test_silent_broker_is_present_before_its_timeout_and_gone_after(make_client, r: redis.Redis) -> None:
@@ -64,15 +72,13 @@ async def test_heartbeats_keep_a_broker_alive_past_its_timeout(make_client) -> N
 async def test_live_row_vanishes_at_the_deadline_by_its_ttl(client: TestClient, r: redis.Redis) -> None:
     # the scanner is quiet here: only the key TTL acts
     await register(client, registration(timeout_ms=300))
-    await asyncio.sleep(0.5)
-    assert not r.exists(K.live("10.0.0.1:10911"))
+    await ran_out(r, "10.0.0.1:10911")
     assert r.exists(K.member("10.0.0.1:10911"))
 
 
 async def test_scanner_removes_a_broker_whose_live_row_already_expired(client: TestClient, r: redis.Redis) -> None:
     await register(client, registration(timeout_ms=200))
-    await asyncio.sleep(0.4)
-    assert not r.exists(K.live("10.0.0.1:10911"))
+    await ran_out(r, "10.0.0.1:10911")
     assert await client.app[SCANNER].scan_once() == 1
     assert await route(client, "TopicTest") is None
     assert violations(r) == []
@@ -94,9 +100,8 @@ async def test_an_expiry_before_the_deadline_changes_nothing(client: TestClient,
 async def test_heartbeat_that_lands_after_the_scan_read_wins(client: TestClient, r: redis.Redis) -> None:
     reg = registration(timeout_ms=300)
     await register(client, reg)
-    await asyncio.sleep(0.35)
     scanner = client.app[SCANNER]
-    due = await scanner.due()
+    due = await until(scanner.due, BOUND_S, "the broker due")
     assert due == ["10.0.0.1:10911"]
     # the broker re-registers between the scanner's read and its removal
     await register(client, reg)
@@ -108,19 +113,19 @@ async def test_two_scanners_at_once_remove_each_broker_once(make_client, r: redi
     a, b = await make_client(), await make_client()
     for i in range(20):
         await register(a, registration(addr=f"10.0.1.{i}:10911", name=f"b{i}", timeout_ms=200, topics=[f"T{i}"]))
-    await asyncio.sleep(0.4)
+    await ran_out(r, *(f"10.0.1.{i}:10911" for i in range(20)))
     removed = await asyncio.gather(a.app[SCANNER].scan_once(), b.app[SCANNER].scan_once())
     assert sum(removed) == 20
     assert (await (await a.get("/v1/topics")).json())["topicList"] == []
     assert violations(r) == []
 
 
-async def test_a_scan_visits_only_the_due_brokers(client: TestClient, monkeypatch) -> None:
+async def test_a_scan_visits_only_the_due_brokers(client: TestClient, r: redis.Redis, monkeypatch) -> None:
     for i in range(50):
         await register(client, registration(addr=f"10.0.2.{i}:10911", name=f"long{i}", timeout_ms=60_000))
     for i in range(3):
         await register(client, registration(addr=f"10.0.3.{i}:10911", name=f"short{i}", timeout_ms=100))
-    await asyncio.sleep(0.25)
+    await ran_out(r, *(f"10.0.3.{i}:10911" for i in range(3)))
     registry = client.app[REGISTRY]
     visited: list[str] = []
     original = registry.remove_batch
@@ -138,6 +143,6 @@ async def test_scanner_works_through_more_due_brokers_than_one_batch(make_client
     client = await make_client(scan_batch=4)
     for i in range(10):
         await register(client, registration(addr=f"10.0.4.{i}:10911", name=f"x{i}", timeout_ms=100))
-    await asyncio.sleep(0.25)
+    await ran_out(r, *(f"10.0.4.{i}:10911" for i in range(10)))
     assert await client.app[SCANNER].scan_once() == 10
     assert r.zcard(K.expiry) == 0

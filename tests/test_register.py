@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import redis
@@ -11,6 +10,7 @@ from aiohttp.test_utils import TestClient
 from service.keys import Keys
 from tests.builders import registration, topic_config
 from tests.calls import register, route
+from tests.waits import BOUND_S, until
 
 K = Keys()
 
@@ -257,8 +257,7 @@ async def test_identical_body_after_expiry_registers_in_full(client: TestClient,
 
     reg = registration(timeout_ms=200)
     await register(client, reg)
-    await asyncio.sleep(0.35)
-    await client.app[SCANNER].scan_once()
+    await until(client.app[SCANNER].scan_once, BOUND_S, "a scan removing the expired broker")
     assert await route(client, "TopicTest") is None
     await register(client, reg)
     assert client.app[REGISTRY].operations["register_unchanged"] == 0
