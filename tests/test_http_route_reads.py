@@ -20,6 +20,7 @@ from service.http.connections import HttpServer
 from service.http.app_keys import CACHE
 from service.worker import create_app
 from tests.builders import registration
+from tests.waits import BOUND_S, until
 
 TOPICS = ["T1", "T2", "T3", "%RETRY%g"]
 REG = registration(topics=TOPICS)
@@ -180,7 +181,7 @@ async def test_a_read_behind_a_long_poll_is_answered_after_it(fast: Server) -> N
     etag = header(await fast.call(get("T1")), "ETag")
     conn = await fast.connect()
     conn.send(get(target=f"/v1/routes/T1?watch={etag.strip(chr(34))}&timeout=500ms"))
-    await asyncio.sleep(0.1)  # the watch is waiting
+    await until(lambda: fast.app[CACHE].watchers == 1, BOUND_S, "the watch waiting")
     conn.send(get("T1", "X-Request-Id: behind"))
     first, second = await conn.answer(), await conn.answer()
     conn.close()
@@ -218,6 +219,8 @@ async def test_a_body_that_looks_like_a_read_is_not_answered_as_one(fast: Server
     conn = await fast.connect()
     read = get("T1")
     conn.send(post("/v1/brokers/heartbeat", read)[:-len(read)])  # the head, announcing the body
+    # time for the server to read the head alone (no event tells it has, short of its
+    # protocol's internals); were both parts read at once, the test would still hold
     await asyncio.sleep(0.1)
     conn.send(read)  # the body: a route read's bytes
     answer = await conn.answer()
@@ -232,7 +235,7 @@ async def test_a_read_split_across_two_writes_is_answered(fast: Server) -> None:
     conn = await fast.connect()
     request = get("T1", "X-Request-Id: split")
     conn.send(request[:20])
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # time for the server to read the first part alone (as above)
     conn.send(request[20:])
     answer = await conn.answer()
     conn.close()

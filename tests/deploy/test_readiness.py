@@ -24,6 +24,7 @@ from tests.builders import registration
 from tests.deploy.test_redis_sentinel import render
 from tests.processes import console_script, start, wait_http
 from tests.redis_server import RedisServer, free_port
+from tests.waits import until_sync
 
 TOKEN = "probe-test-broker-token"
 BOUND_S = 20  # a loaded machine notices an outage (a 500 ms poll) well within this
@@ -58,7 +59,6 @@ class Worker:
         tokens.write_text(f"broker {TOKEN}\n")
         self.http, self.remoting = free_port(), free_port()
         config = m.one("ConfigMap", "rmq-registry-config", docs=docs)["data"]
-        self.staleness_s = int(config["RMQ_MAX_STALENESS_MS"]) / 1000
         self.proc = start([console_script("rmq-registry"), "serve"], env={
             **config, "REDIS_URL": redis_url, "RMQ_HOST": "127.0.0.1", "RMQ_PORT": str(self.http),
             "RMQ_REMOTING_PORT": str(self.remoting), "RMQ_AUTH_TOKENS_FILE": str(tokens), **env})
@@ -84,16 +84,15 @@ def deployed(rendered: list[dict], own_redis: RedisServer, tmp_path: Path) -> It
 
 
 def outage(worker: Worker, redis: RedisServer) -> None:
-    """Stops Redis and waits until the worker has noticed (its plain /readyz says 503)."""
+    """Stops Redis and waits until the worker has noticed (its plain /readyz says 503) and
+    its cache no longer answers as fresh (a read without ?stale gets its 503): past the
+    bound of fresh cached answers, what answers now is stale."""
     redis.stop()
-    deadline = time.monotonic() + BOUND_S
-    while fetch(worker.base + "/readyz")[0] != 503:
-        assert time.monotonic() < deadline, "the worker never noticed Redis had stopped"
-        time.sleep(0.1)
-    while fetch(worker.probe)[1].get("redis") != "unreachable":
-        assert time.monotonic() < deadline, "the probe's answer never said Redis was unreachable"
-        time.sleep(0.1)
-    time.sleep(worker.staleness_s + 0.5)  # past the bound of fresh cached answers: what answers now is stale
+    until_sync(lambda: fetch(worker.base + "/readyz")[0] == 503, BOUND_S, "the worker noticing Redis had stopped")
+    until_sync(lambda: fetch(worker.probe)[1].get("redis") == "unreachable", BOUND_S,
+               "the probe's answer saying Redis was unreachable")
+    until_sync(lambda: fetch(worker.base + "/v1/routes/TopicTest")[0] == 503, BOUND_S,
+               "the cache refusing fresh reads")
 
 
 def test_the_configmap_turns_the_rocketmq_ports_stale_reads_on(rendered: list[dict]) -> None:
