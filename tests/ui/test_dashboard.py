@@ -10,6 +10,8 @@ from typing import Any
 
 import redis
 
+from service.http.app_keys import SCANNER
+from tests import waits
 from tests.builders import registration, topic_config
 from tests.ui.conftest import (
     LAYOUT,
@@ -394,13 +396,24 @@ async def test_the_page_says_when_it_shows_data_from_memory_while_redis_is_down(
     await page.wait_for_selector('#status[data-state="ok"]', timeout=WAIT_MS)
 
 
+async def fleet_scanned(worker: Worker) -> None:
+    """Until a whole scan pass has counted the seeded fleet: what the worker's store watch
+    says was lost when the store is reset (service/store_watch.py)."""
+    stats = worker.app[SCANNER].stats
+    groups = expected_summary()["groups"]
+    await waits.until(lambda: sum(stats.cluster_groups.values()) == groups, WAIT_MS / 1000,
+                      f"a scan pass counting {groups} broker groups")
+    counted_in = stats.passes  # the pass that counted them ends after its store check
+    await waits.until(lambda: stats.passes > counted_in, WAIT_MS / 1000, "the end of that scan pass")
+
+
 async def test_the_first_screen_says_the_store_was_reset_until_the_fleet_is_back(
         worker_factory: Any, browser: Any, redis_url: str) -> None:
     worker: Worker = await worker_factory()
     await seed(worker)
     page = await open_page(browser, worker.url)
     await loaded(page)
-    await asyncio.sleep(0.5)  # a scan pass or two: the worker knows the fleet
+    await fleet_scanned(worker)
     r = redis.Redis.from_url(redis_url)
     try:
         r.flushall()

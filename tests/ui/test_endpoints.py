@@ -15,7 +15,9 @@ from aiohttp.test_utils import TestClient
 
 from service.worker import create_app
 from service.config import Settings
+from service.http.app_keys import CACHE
 from service.http.ui import add_ui_routes
+from tests import waits
 from tests.builders import registration, topic_config
 
 QUIET_SCAN_MS = 3_600_000
@@ -338,11 +340,17 @@ async def test_a_503_of_a_dashboard_read_says_when_the_worker_last_reached_redis
     own.start()
     try:
         client = await make(aiohttp_client, own.url, redis_timeout_ms=200, version_poll_ms=100)
-        await asyncio.sleep(0.3)  # the cache's poller has reached Redis
+        cache = client.app[CACHE]
+        await waits.until(lambda: cache.confirmed_at != float("-inf"), 10, "the cache's poller reaching Redis")
         reached_before = time.time() * 1000
         own.stop()
-        await asyncio.sleep(0.5)
-        for path in ("/v1/brokers/live", "/v1/topics/summary", "/v1/cluster", "/v1/brokers/write-queues"):
+        paths = ("/v1/brokers/live", "/v1/topics/summary", "/v1/cluster", "/v1/brokers/write-queues")
+
+        async def refused() -> bool:
+            return all([(await client.get(path)).status == 503 for path in paths])
+
+        await waits.until(refused, 10, "the reads refused once Redis stopped")
+        for path in paths:
             resp = await client.get(path)
             assert resp.status == 503, path
             reached = int(resp.headers["X-Registry-Last-Reached"])

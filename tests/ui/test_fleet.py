@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
@@ -18,6 +19,7 @@ import pytest
 import redis
 
 from service.config import Settings
+from tests import waits
 from tests.redis_server import RedisServer
 from tests.ui.conftest import copy_to_docs, start_worker
 from tests.ui.fleet import BIG, LONG_TIMEOUT_MS, Fleet, group_name, seed_fleet
@@ -115,8 +117,14 @@ class Wire:
         return ordered[1:-1]  # the first and last may be cut by the window
 
 
-async def heartbeats(url: str, fleet: Fleet, stop: asyncio.Event, per_second: int = 20) -> int:
-    """Brokers report as a fleet does (600 members every 30 s is 20 a second)."""
+@dataclass
+class Beats:
+    sent: int = 0  # heartbeats answered so far
+
+
+async def heartbeats(url: str, fleet: Fleet, stop: asyncio.Event, beats: Beats, per_second: int = 20) -> int:
+    """Brokers report as a fleet does (600 members every 30 s is 20 a second); `beats`
+    counts them as they are answered."""
     sent = 0
     members = [(name, bid) for name, ms in fleet.members.items() if name not in (NO_MASTER, LEAVING, EXPIRED, LATE)
                for bid, _ in ms]
@@ -125,6 +133,7 @@ async def heartbeats(url: str, fleet: Fleet, stop: asyncio.Event, per_second: in
             name, bid = members[sent % len(members)]
             await post(session, f"{url}/v1/brokers/heartbeat", identity(fleet, name, bid))
             sent += 1
+            beats.sent = sent
             try:
                 await asyncio.wait_for(stop.wait(), 1 / per_second)
             except asyncio.TimeoutError:
@@ -188,11 +197,16 @@ async def test_at_fleet_size_the_first_screen_says_what_is_wrong_and_a_refresh_m
 
     # steady state with brokers heartbeating: bytes per refresh, on the wire
     stop = asyncio.Event()
-    beating = asyncio.create_task(heartbeats(url, fleet, stop))
-    await asyncio.sleep(2)
+    sending = Beats()
+    beating = asyncio.create_task(heartbeats(url, fleet, stop, sending))
+    await waits.until(lambda: sending.sent > 0, WAIT_MS / 1000, "a first heartbeat answered")
     mark = wire.mark()
     window_started = time.monotonic()
-    await asyncio.sleep(20)
+    # the window closes once it holds what is measured: four whole refreshes (the page's
+    # every 2 s) while more than 100 heartbeats (5 s of them) change what the page reads;
+    # Wire.refreshes walks every response, so it is polled at a slower pace
+    await waits.until(lambda: len(wire.refreshes(mark)) >= 4 and sending.sent > 100, WAIT_MS / 1000,
+                      "four whole refreshes under heartbeats", poll_s=0.25)
     window_s = time.monotonic() - window_started
     window_bytes = wire.total(mark)
     per_refresh = wire.refreshes(mark)
@@ -269,7 +283,12 @@ async def test_a_tab_opened_during_an_outage_dates_it_from_the_workers_last_redi
     await page.wait_for_selector('#status[data-state="ok"]', timeout=WAIT_MS)
     stopped_at = time.time() * 1000
     server.stop()  # the last test of this module: the fleet is not needed after it
-    await asyncio.sleep(3)
+    # the open tab shows the outage: the worker has answered its read with a 503
+    await page.wait_for_selector("#outage:not([hidden])", timeout=WAIT_MS)
+    # time must pass here: the late tab opens well after the worker last reached Redis (the
+    # 500 ms margin asserted below), so the outage's start it shows can only be the
+    # worker's record, not the tab's own opening
+    await asyncio.sleep(max(0.0, stopped_at / 1000 + 1 - time.time()))
     late_tab = await open_page(browser, url)
     opened_at = time.time() * 1000
     for p in (page, late_tab):
