@@ -25,7 +25,7 @@ async def test_heartbeat_refreshes_timestamp_and_ttl(client: TestClient, r: redi
     reg = registration(timeout_ms=10_000)
     await register(client, reg)
     first = int(r.hget(K.live(reg["brokerAddr"]), "lastUpdateTimestamp"))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # time must pass: the heartbeat's timestamp is asserted 250 ms on
     resp = await client.post("/v1/brokers/heartbeat", json=identity(reg))
     assert resp.status == 200 and await resp.json() == {}
     second = int(r.hget(K.live(reg["brokerAddr"]), "lastUpdateTimestamp"))
@@ -75,7 +75,7 @@ async def test_query_data_version_refreshes_liveness(client: TestClient, r: redi
     reg = registration()
     await register(client, reg)
     first = int(r.hget(K.live(reg["brokerAddr"]), "lastUpdateTimestamp"))
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # time must pass: the query's timestamp is asserted 150 ms on
     body = {**identity(reg), "dataVersion": {"timestamp": 1700000000000, "counter": 1}}
     await client.post("/v1/brokers/query-data-version", json=body)
     assert int(r.hget(K.live(reg["brokerAddr"]), "lastUpdateTimestamp")) >= first + 150

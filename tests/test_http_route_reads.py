@@ -320,7 +320,7 @@ async def test_a_head_begun_after_an_answered_read_has_the_header_deadline(setti
         conn = await server.connect()
         conn.send(get("T1"))  # answered: no head begun, no deadline
         assert status(await conn.answer()) == 200
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # time must pass: idle past the 0.3 s head deadline, which is not running
         conn.send(b"GET /v1/ro")  # a head begun, never finished
         assert await conn.closed(timeout=3)
         conn.close()

@@ -9,6 +9,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from service.http.app_keys import CACHE
+from tests import waits
 from tests.builders import identity, registration, topic_config
 from tests.calls import register, route
 
@@ -87,7 +88,7 @@ async def test_cached_answers_are_not_served_past_the_bound_when_redis_is_gone(m
     await route(client, "TopicTest")
     redis_server.stop()
     try:
-        await asyncio.sleep(BOUND_S + 0.1)
+        await asyncio.sleep(BOUND_S + 0.1)  # time must pass: past the bound, what the test is about
         assert (await client.get("/v1/routes/TopicTest")).status == 503
     finally:
         redis_server.start()
@@ -124,7 +125,7 @@ async def test_watch_returns_as_soon_as_the_route_changes(make_client) -> None:
     etag = (await b.get("/v1/routes/TopicTest")).headers["ETag"]
 
     async def change_later() -> float:
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # time must pass: the watch must not answer before the change (asserted below)
         await a.post("/v1/brokers/broker-a/wipe-write-perm")
         return time.monotonic()
 
@@ -161,7 +162,7 @@ async def test_watch_is_not_woken_by_another_topics_change(make_client) -> None:
     await register(client, registration(topics=["Watched"]))
     etag = (await client.get("/v1/routes/Watched")).headers["ETag"]
     watch = asyncio.create_task(client.get(f"/v1/routes/Watched?watch={etag}&timeout=1s"))
-    await asyncio.sleep(0.2)
+    await waits.until(lambda: client.app[CACHE].watchers == 1, waits.BOUND_S, "the watch waiting")
     await register(client, registration(addr="10.0.0.2:10911", name="broker-b", topics=["Other"]))
     resp = await watch
     assert resp.status == 304
@@ -172,7 +173,7 @@ async def test_watch_sees_a_topic_appear(make_client) -> None:
     first = await b.get("/v1/routes/Later")
     assert first.status == 404
     watch = asyncio.create_task(b.get(f"/v1/routes/Later?watch={first.headers['ETag']}&timeout=10s"))
-    await asyncio.sleep(0.2)
+    await waits.until(lambda: b.app[CACHE].watchers == 1, waits.BOUND_S, "the watch waiting")
     await register(a, registration(topics=["Later"]))
     resp = await watch
     assert resp.status == 200 and (await resp.json())["queueDatas"][0]["brokerName"] == "broker-a"

@@ -77,7 +77,7 @@ async def test_a_worker_starting_while_redis_is_down_waits_for_it_and_serves_whe
     # (one that never comes stops the worker: tests/test_startup_failures.py)
     own_redis.stop()
     starting = asyncio.ensure_future(worker_on(aiohttp_client, own_redis, redis_start_timeout_ms=20_000))
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(1.0)  # time must pass: it keeps waiting (nothing to await for what must not happen)
     assert not starting.done()
     own_redis.start()
     client = await asyncio.wait_for(starting, RECOVERS_WITHIN_S)

@@ -24,7 +24,7 @@ async def test_a_stale_read_answers_through_an_outage_with_its_age(make_client, 
     assert await route(client, "T1") is not None
     redis_server.stop()
     try:
-        await asyncio.sleep(BOUND_S + 0.3)
+        await asyncio.sleep(BOUND_S + 0.3)  # time must pass: the answer's age past the bound is asserted
         assert (await client.get("/v1/routes/T1")).status == 503
         stale = await client.get("/v1/routes/T1?stale")
         assert stale.status == 200 and (await stale.json())["queueDatas"][0]["brokerName"] == "broker-a"
@@ -46,9 +46,9 @@ async def test_a_stale_answer_is_never_older_than_the_stated_maximum(make_client
     await route(client, "T1")
     redis_server.stop()
     try:
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # time must pass: an answer aged, within the maximum
         assert (await client.get("/v1/routes/T1?stale")).status == 200
-        await asyncio.sleep(3.1)
+        await asyncio.sleep(3.1)  # and past it
         assert (await client.get("/v1/routes/T1?stale")).status == 503
     finally:
         redis_server.start()
@@ -79,7 +79,7 @@ async def test_tcp_route_reads_answer_through_an_outage_only_with_remoting_stale
     assert (await strict.call(route_frame("T1"))).code == codes.SUCCESS
     redis_server.stop()
     try:
-        await asyncio.sleep(BOUND_S + 0.3)
+        await asyncio.sleep(BOUND_S + 0.3)  # time must pass: past the bound only stale reads answer
         answer = await lenient.call(route_frame("T1"), timeout=10)
         assert answer.code == codes.SUCCESS and b"broker-a" in answer.body
         assert (await strict.call(route_frame("T1"), timeout=10)).code == codes.SYSTEM_ERROR

@@ -47,7 +47,7 @@ async def test_a_change_to_one_topic_wakes_only_its_watchers_and_the_rest_read_n
         t: topic_config(t) for t in TOPICS_A if t != "A3"}, version=2))
     resp = await asyncio.wait_for(watches.pop("A3"), 30)
     assert resp.status == 200 and (await resp.json())["queueDatas"][0]["writeQueueNums"] == 8
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # time must pass: a wrong wake-up of another watch would have answered by now
     assert client.app[CACHE].stats.watchers_woken == 1
     assert not any(task.done() for task in watches.values())
     # one route read, the woken watch's; the waiting ones read nothing
@@ -61,7 +61,7 @@ async def test_a_group_change_wakes_only_the_watchers_of_that_groups_topics(clie
     await client.post("/v1/brokers/broker-b/wipe-write-perm")
     done = await asyncio.wait_for(asyncio.gather(*(watches.pop(t) for t in TOPICS_B)), 30)
     assert all(resp.status == 200 for resp in done)
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # time must pass: a wrong wake-up of broker-a's watches would have answered by now
     assert not any(task.done() for task in watches.values())
     await register(client, registration(addr="10.0.0.9:10911", name="broker-a", broker_id=1, topics=[]))
     done = await asyncio.wait_for(asyncio.gather(*watches.values()), 30)
