@@ -4,7 +4,6 @@ a real worker exports on /metrics; the gauges the kit added count what they say.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
@@ -20,6 +19,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.config import Settings
+from tests import waits
 from tests.builders import registration
 from tests.calls import register
 from tests.processes import ROOT, console_script, start, wait_http
@@ -420,13 +420,9 @@ async def metric(client: TestClient, sample: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-async def until(check, limit_s: float = 20.0):
+async def until(check: Any, limit_s: float = 20.0) -> Any:
     """Polls an async check until it returns something true; fails past the bound."""
-    deadline = asyncio.get_running_loop().time() + limit_s
-    while not (result := await check()):
-        assert asyncio.get_running_loop().time() < deadline, f"not within {limit_s} s"
-        await asyncio.sleep(0.05)
-    return result
+    return await waits.until(check, limit_s, "the metric's condition", poll_s=0.05)
 
 
 async def test_labelled_counters_are_exported_from_zero_before_their_first_event(client: TestClient) -> None:
