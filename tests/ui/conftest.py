@@ -5,14 +5,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator
 
 import aiohttp
 import pytest
+import pytest_asyncio
 from aiohttp import web
 
 from service.worker import create_app
@@ -20,7 +19,6 @@ from service.config import Settings
 from service.http.ui import add_ui_routes
 from tests.builders import registration, topic_config
 from tests.redis_server import free_port
-from tests.waits import until_sync
 
 CHROMIUM = os.environ.get("RMQ_UI_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -89,7 +87,7 @@ async def start_worker(settings: Settings) -> tuple[web.AppRunner, str, web.Appl
     return runner, f"http://127.0.0.1:{port}", app
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")  # the browser tests' loop
 async def worker_factory(redis_url: str) -> AsyncIterator[Any]:
     runners: list[web.AppRunner] = []
     sessions: list[aiohttp.ClientSession] = []
@@ -112,47 +110,37 @@ async def worker_factory(redis_url: str) -> AsyncIterator[Any]:
 
 
 # ---------------------------------------------------------------------- the browser
-@pytest.fixture(scope="session")
-def chromium() -> Iterator[str]:
-    """One headless chromium per test process (an xdist worker) for its whole run, where each
-    test launched its own; its DevTools endpoint. Closed at the session's end."""
-    profile = Path(tempfile.mkdtemp(prefix="rmq-ui-chromium-"))
-    # port 0: chromium picks a free port and writes it into DevToolsActivePort in its profile
-    proc = subprocess.Popen([CHROMIUM, *CHROMIUM_ARGS, "--remote-debugging-address=127.0.0.1",
-                             "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        active = profile / "DevToolsActivePort"
-
-        def port() -> str | None:
-            assert proc.poll() is None, f"{CHROMIUM} exited with {proc.returncode} at its start"
-            lines = active.read_text().splitlines() if active.exists() else []
-            return lines[0] if lines and lines[0].isdigit() else None
-
-        yield f"http://127.0.0.1:{until_sync(port, 60, f'{CHROMIUM} listening for DevTools')}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(profile, ignore_errors=True)
+# The browser tests, their worker fixtures and the browser run on the session's event loop
+# (pytest-asyncio's loop_scope), so that one chromium and one Playwright driver serve a
+# test process's whole run: a launch took 1.6-2 s a test here, the driver's start 0.5-1 s.
+ON_SESSION_LOOP = pytest.mark.asyncio(loop_scope="session")
 
 
-@pytest.fixture
-async def browser(chromium: str) -> AsyncIterator[Any]:
-    """The process's chromium, connected for this test. A test opens its pages in contexts of
-    its own (browser.new_context(): no cookies or storage shared with any other context),
-    which close with the connection at its end."""
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def chromium() -> AsyncIterator[Any]:
+    """One headless chromium per test process (an xdist worker), closed at the session's end."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
-        b = await pw.chromium.connect_over_cdp(chromium)
+        b = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             yield b
         finally:
-            await b.close()  # closes the contexts this connection made, then disconnects
+            await b.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def browser(chromium: Any) -> AsyncIterator[Any]:
+    """The process's chromium. A test opens its pages in contexts of its own
+    (browser.new_context(): no cookies or storage shared with any other context); those
+    it opened are closed at its end."""
+    before = set(chromium.contexts)
+    try:
+        yield chromium
+    finally:
+        for context in chromium.contexts:
+            if context not in before:
+                await context.close()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from tests.builders import registration, topic_config
 from tests.ui.conftest import (
     LAYOUT,
     MASTERS,
+    ON_SESSION_LOOP,
     ORDER_TOPICS,
     TOPICS,
     Worker,
@@ -23,6 +24,8 @@ from tests.ui.conftest import (
     seed,
     topics_of,
 )
+
+pytestmark = ON_SESSION_LOOP  # with the process's browser (tests/ui/conftest.py)
 
 WAIT_MS = 30_000  # a generous bound for what the page must come to show; a loaded machine is slow, not wrong
 

@@ -16,16 +16,20 @@ from typing import Any, AsyncIterator, Iterator
 
 import aiohttp
 import pytest
+import pytest_asyncio
 import redis
 
 from service.config import Settings
 from tests import waits
 from tests.redis_server import RedisServer
-from tests.ui.conftest import copy_to_docs, start_worker
+from tests.ui.conftest import ON_SESSION_LOOP, copy_to_docs, start_worker
 from tests.ui.fleet import BIG, LONG_TIMEOUT_MS, Fleet, group_name, seed_fleet
 from tests.ui.test_dashboard import open_page, text, until
 
-pytestmark = pytest.mark.timeout(900)  # seeding a million (topic, group) pairs on a shared machine
+pytestmark = [
+    pytest.mark.timeout(900),  # seeding a million (topic, group) pairs on a shared machine
+    ON_SESSION_LOOP,  # with the process's browser (tests/ui/conftest.py)
+]
 
 WAIT_MS = 60_000
 REFRESH_BUDGET = 50 * 1024
@@ -49,7 +53,7 @@ def fleet_redis() -> Iterator[tuple[RedisServer, Fleet]]:
         server.cleanup()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")  # the browser tests' loop
 async def fleet_worker(fleet_redis: tuple[RedisServer, Fleet]) -> AsyncIterator[tuple[str, Fleet, RedisServer]]:
     server, fleet = fleet_redis
     runner, url, _ = await start_worker(Settings(redis_url=server.url, scan_interval_ms=QUIET_SCAN_MS))
