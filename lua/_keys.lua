@@ -30,6 +30,7 @@ function K.topics() return TAG .. ':topics' end
 function K.topic_index() return TAG .. ':topic-index' end
 function K.staged_topics() return TAG .. ':staged-topics' end
 function K.stagings() return TAG .. ':stagings' end
+function K.leaving() return TAG .. ':leaving' end
 function K.topic(t) return TAG .. ':topic:' .. enc(t) end
 function K.queue(t, n) return TAG .. ':queue:' .. enc(t) .. ':' .. enc(n) end
 function K.live(a) return TAG .. ':live:' .. a end

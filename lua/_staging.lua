@@ -1,10 +1,11 @@
--- Prelude part: what readers skip while a first registration is staged (register_stage.lua).
+-- Prelude part: what readers skip: a staged first registration (register_stage.lua), a
+-- departed group whose QueueData are being collected (collect_leaving.lua).
 -- uses: keys, basics
 
 -- What one call has read and may need again, to spare Redis calls; never part of its
 -- change (that is the object new_change makes, below):
 --   any_staged  whether any topic is staged (staging_somewhere); nil until asked
---   staging     brokerName -> whether the group is staged (staging_group, visible_group)
+--   staging     brokerName -> whether readers skip the group (staging_group, visible_group)
 --   split_fps   fingerprint -> its values {r, w, p, f} (lua/_queues.lua, fp_values)
 local memo = {any_staged = nil, staging = {}, split_fps = {}}
 
@@ -24,28 +25,31 @@ local function unstage_topics(topics)
   end
 end
 
--- Whether a group is under a staged first registration (its row holds 'staging'): then
--- no reader sees it yet, and every script that reads or adds QueueData for readers skips
--- it (the one place that rule is written). Read once per group and script: a page of
--- topics names the same few hundred groups again and again.
+-- Whether readers skip a group's QueueData: while a staged first registration writes them
+-- (its row holds 'staging': no reader sees them yet) or after its last member left with
+-- more than one script should remove (its row holds 'leaving': lua/_groups.lua
+-- remove_group). Every script that reads or adds QueueData for readers skips such a group
+-- (the one place that rule is written). Read once per group and script: a page of topics
+-- names the same few hundred groups again and again.
 local function staging_group(name)
-  local staging = memo.staging[name]
-  if staging == nil then
-    staging = redis.call('HEXISTS', K.broker(name), 'staging') == 1
-    memo.staging[name] = staging
+  local hidden = memo.staging[name]
+  if hidden == nil then
+    local row = redis.call('HMGET', K.broker(name), 'staging', 'leaving')
+    hidden = row[1] ~= false or row[2] ~= false
+    memo.staging[name] = hidden
   end
-  return staging
+  return hidden
 end
 
 -- The fields asked for of a group's row in one call, as staging_group's rule has it: nil
--- while the group is staged.
+-- while readers skip the group.
 local function visible_group(name, ...)
-  local row = redis.call('HMGET', K.broker(name), 'staging', ...)
-  memo.staging[name] = row[1] ~= false
-  if row[1] then
+  local row = redis.call('HMGET', K.broker(name), 'staging', 'leaving', ...)
+  memo.staging[name] = row[1] ~= false or row[2] ~= false
+  if memo.staging[name] then
     return nil
   end
-  return {unpack(row, 2)}
+  return {unpack(row, 3)}
 end
 
 -- The topics of `names` a reader may list (a slice of the topic index).
@@ -53,15 +57,6 @@ local function listed(names)
   if not staging_somewhere() or #names == 0 then
     return names
   end
-  local out = {}
-  for i = 1, #names, SLICE do
-    local last = math.min(i + SLICE - 1, #names)
-    local hidden = redis.call('SMISMEMBER', K.staged_topics(), unpack(names, i, last))
-    for j = i, last do
-      if hidden[j - i + 1] == 0 then
-        out[#out + 1] = names[j]
-      end
-    end
-  end
-  return out
+  local _, shown = by_membership(K.staged_topics(), names)
+  return shown
 end

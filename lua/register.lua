@@ -2,7 +2,7 @@
 -- uses: keys, basics, changes, queues, members, groups
 -- keys: version, clusters, cluster, broker, addrs, broker_topics, topics, topic_index, staged_topics, stagings,
 --       topic, queue, live, expiry, member, filter, mapping, mapped, body_digests, masterless, kv, changes,
---       changelog, departures
+--       changelog, departures, leaving
 -- ARGV[1..6] clusterName, brokerAddr, brokerName, brokerId ('0' master), haServerAddr, heartbeatTimeoutMillis
 -- ARGV[7..9] dataVersion (canonical JSON, compared as a string); filter mode: 'keep' (list
 --          absent) or 'set'; '1' to remove this broker's QueueData for topics absent from it
@@ -128,6 +128,12 @@ if id == '0' or prime then
   -- the caller's own staging, which no other change to the group's QueueData touched since
   -- (any would have removed topicsGen): every config sent is stored as sent
   local in_place = staged and staged == own_staging and redis.call('HGET', K.broker(name), 'topicsGen') == staged
+  -- a group back while its QueueData from before its last member left are still being
+  -- collected (lua/_groups.lua remove_group): what it sends now replaces them whole
+  local returning = redis.call('HDEL', K.broker(name), 'leaving') == 1
+  if returning then
+    redis.call('SREM', K.leaving(), name)
+  end
   if staged then
     redis.call('HDEL', K.broker(name), 'staging')
     publish_staged(change, name)
@@ -148,7 +154,7 @@ if id == '0' or prime then
     end
   end
   put_queues(change, name, writes, known)
-  if delete_absent and rewrite then
+  if (delete_absent or returning) and rewrite then
     local absent = {}
     for topic in pairs(known) do
       if not seen[topic] then

@@ -16,12 +16,14 @@
 local change = new_change()
 local name, generation = ARGV[1], ARGV[2]
 local CLEAN = 1000  -- pairs removed per call: each is a few keys
-local row = redis.call('HMGET', K.broker(name), 'cluster', 'staging', 'topicsGen')
+local row = redis.call('HMGET', K.broker(name), 'cluster', 'staging', 'topicsGen', 'leaving')
 
 if generation == '' then
   -- a visible group is staged only while it has no QueueData (its slave registered first):
-  -- readers skipping it then see what they saw before, a group without queues
-  if row[1] and not row[2] and redis.call('EXISTS', K.broker_topics(name)) == 1 then
+  -- readers skipping it then see what they saw before, a group without queues; a group
+  -- whose QueueData from before its last member left are still there (lua/_groups.lua
+  -- remove_group) is compared against them in one script, which writes what changed
+  if (row[1] or row[4]) and not row[2] and redis.call('EXISTS', K.broker_topics(name)) == 1 then
     return finish(change, 'published')
   end
   local left = redis.call('HKEYS', K.broker_topics(name))

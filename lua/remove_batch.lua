@@ -8,13 +8,14 @@
 --     the scanner read it wins).
 -- Whole addresses are removed (lua/_groups.lua remove_address) until about `budget` pairs
 -- have been spent, so a script's time in Redis stays bounded: at least one address a
--- script, but a group with more pairs than the budget goes a slice at a time (drop_slice
--- below); the entries not reached are left for the next script. Running an entry twice,
--- or after another worker removed it, settles it without changing anything.
--- uses: keys, basics, changes, queues, groups
+-- script; a big group's last member costs one pair, its QueueData are collected later
+-- (lua/collect_leaving.lua). The entries not reached are left for the next script.
+-- Running an entry twice, or after another worker removed it, settles it without
+-- changing anything.
+-- uses: keys, basics, changes, groups
 -- keys: version, clusters, cluster, broker, addrs, broker_topics, topics, topic_index, staged_topics, stagings,
 --       topic, queue, live, expiry, member, filter, mapping, mapped, body_digests, masterless, changes,
---       changelog, departures
+--       changelog, departures, leaving
 -- ARGV[1] budget: the (topic, group) pairs one script may remove or rewrite
 -- ARGV[2..] three values per entry: brokerAddr, channel id ('' for an expiry), cause
 -- Returns {change, statuses, members, notices}: per entry, in order, 'removed', 'not
@@ -26,29 +27,17 @@ local change = new_change()
 local budget = tonumber(ARGV[1])
 
 -- What removing `addr` may cost in pairs: the group's pairs when it is the last member
--- (the group goes) or the group runs with enableActingMaster (its pairs may lose the write
--- bit), else one; and the group's name when it is the last member.
+-- and the group is small enough to lose them now (a bigger one is only marked leaving:
+-- lua/_groups.lua remove_group), or when the group runs with enableActingMaster (its pairs
+-- may lose the write bit); else one.
 local function cost(addr)
   local name = redis.call('HGET', K.member(addr), 'brokerName')
-  if not name then
-    return 1, nil
+  local last = name and redis.call('HLEN', K.addrs(name)) <= 1
+  if name and (last or redis.call('HGET', K.broker(name), 'enableActingMaster') == '1') then
+    local pairs_ = redis.call('HLEN', K.broker_topics(name))
+    return 1 + ((last and pairs_ > LEAVE_NOW_MAX) and 0 or pairs_)
   end
-  local last = redis.call('HLEN', K.addrs(name)) <= 1
-  if last or redis.call('HGET', K.broker(name), 'enableActingMaster') == '1' then
-    return 1 + redis.call('HLEN', K.broker_topics(name)), last and name or nil
-  end
-  return 1, nil
-end
-
--- A group too big for one script (10,000 topics take ~26 ms) loses its pairs a slice at a
--- time, `n` a script, while its last address stays until the rest fit: between two
--- scripts some of its topics' routes name it and some no longer do (a dead broker's
--- routes go a part at a time), and a broker back meanwhile registers them again (a
--- dropped pair makes its next registration take the full path: lua/_queues.lua drop_queues).
-local SLICE_MIN = 500
-local function drop_slice(name, n)
-  -- exactly min(n, pairs) distinct topics, whatever deletions did to the hash's layout
-  drop_queues(change, name, redis.call('HRANDFIELD', K.broker_topics(name), n))
+  return 1
 end
 
 local now = nil
@@ -81,14 +70,9 @@ for i = 2, #ARGV, 3 do
     if status then
       spent = spent + 1
     else
-      local price, last_of = cost(addr)
-      local left = budget - spent
-      if price > left and (spent > 0 or last_of) then
-        -- it waits for the next script, and the rest with it, in their order; a big
-        -- group's pairs start to go now when enough of the budget is left
-        if last_of and left >= SLICE_MIN then
-          drop_slice(last_of, left)
-        end
+      local price = cost(addr)
+      if price > budget - spent and spent > 0 then
+        -- it waits for the next script, and the rest with it, in their order
         status = ''
         spent = budget
       else

@@ -41,8 +41,10 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # queuesIntact ('1': every QueueData its master registered is in place, so an unchanged
     # re-registration may take the fast path), topicsGen (the generation of a staging under
     # way; any other change to the group's QueueData removes it, making that staging stale),
-    # staging (a staged first registration is under way: readers skip the group)
-    "broker": ("cluster", "brokerName", "enableActingMaster", "zoneName", "queuesIntact", "topicsGen", "staging"),
+    # staging (a staged first registration is under way: readers skip the group), leaving
+    # (its last member left; its QueueData are being collected: readers skip the group)
+    "broker": ("cluster", "brokerName", "enableActingMaster", "zoneName", "queuesIntact", "topicsGen", "staging",
+               "leaving"),
     # BrokerLiveInfo, with a key TTL: channel is the id of the remoting connection that
     # last registered or refreshed it ('' over HTTP), which alone may remove it on close
     "live": ("brokerAddr", "cluster", "brokerName", "brokerId", "haServerAddr", "lastUpdateTimestamp",
@@ -141,6 +143,13 @@ class Keys:
         when it holds only the one publishing and that count is the set's size, every
         staged topic is that group's, and the publishing script drops the set whole."""
         return f"{self.tag}:stagings"
+
+    @property
+    def leaving(self) -> str:
+        """SET of the broker names whose last member left while they had more QueueData
+        than one script should remove (lua/_groups.lua remove_group): readers skip them at
+        once, and lua/collect_leaving.lua removes their QueueData a slice a script."""
+        return f"{self.tag}:leaving"
 
     def topic(self, topic: str) -> str:
         """SET of broker names serving a topic."""

@@ -42,6 +42,7 @@ class Node:
         self.registry = Registry(self.store, on_change=self.cache.observe)
         # every departure (connection close, failed unregistration, expiry) goes through it
         self.removals = Removals(self.registry)
+        self.registry.on_departure = self.removals.collect
         self.scanner = Scanner(self.registry, settings.scan_interval_ms, settings.scan_batch, self.removals,
                                history=self.cache)
         # one Prometheus registry per worker (several in one process in tests must not

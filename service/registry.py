@@ -123,6 +123,9 @@ class Registry:
         # told the NOTIFY_MIN_BROKER_ID_CHANGE notices of the scripts that change a group's
         # members (lua/_groups.lua note_min_change), when set (RMQ_NOTIFY_MIN_BROKER_ID_CHANGED)
         self.on_notices: Callable[[list[dict[str, Any]]], None] | None = None
+        # told when an unregistration removed a broker: a big group's QueueData then wait
+        # to be collected (service/removals.py collect)
+        self.on_departure: Callable[[], None] | None = None
         self._turns = asyncio.Semaphore(self.REGISTRATIONS_IN_FLIGHT)
         self.busy = 0  # registrations refused as busy (for /metrics)
         # one line per burst of refusals, the rest counted at its end
@@ -139,6 +142,8 @@ class Registry:
 
     def _removed(self, script: str, result: Removed) -> bool:
         self._applied(script, result.change, result.notices)
+        if result.removed and self.on_departure is not None:
+            self.on_departure()
         return result.removed
 
     # ------------------------------------------------------------------ broker-facing
@@ -307,6 +312,13 @@ class Registry:
         result = await self.scripts.remove_batch(budget, entries)
         self._applied("remove_batch", result.change, result.notices)
         return result
+
+    async def collect_leaving(self, budget: int) -> int:
+        """Removes up to `budget` QueueData that departed groups left (readers skip them
+        already); how many such groups are left (service/removals.py calls it)."""
+        result = await self.scripts.collect_leaving(budget)
+        self._applied("collect_leaving", result.change)
+        return result.count
 
     # ------------------------------------------------------------------ client-facing
     async def route(self, topic: str) -> Route:

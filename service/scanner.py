@@ -121,6 +121,10 @@ class Scanner:
                              settled.removal.addr, role, settled.group or "?", cluster or "?")
             if len(due) < self.batch:
                 break
+        # departed groups with QueueData still to remove (lua/collect_leaving.lua): another
+        # worker's departures, or ones whose worker stopped before it was done
+        if await self.store.call(self.store.redis.exists(self.store.keys.leaving)):
+            self.removals.collect()
         self.stats.passes += 1
         self.stats.expired += removed
         return removed

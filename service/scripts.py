@@ -151,6 +151,12 @@ class Scripts:
         members = [(text(m[0]), text(m[1]), text(m[2])) if m else None for m in r[2]]
         return RemovedBatch(r[0], [text(s) for s in r[1]], members, _notices(r[3]))
 
+    async def collect_leaving(self, budget: int) -> Counted:
+        """lua/collect_leaving.lua: up to `budget` QueueData of groups whose last member
+        left removed; how many groups are still leaving."""
+        r = await self.store.run("collect_leaving", [budget])
+        return Counted(r[0], int(r[1]))
+
     # ------------------------------------------------------------------ admin
     async def write_perm(self, name: str, wipe: bool) -> Counted:
         r = await self.store.run("write_perm", [name, "wipe" if wipe else "add"])

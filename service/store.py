@@ -36,8 +36,8 @@ from service.keys import Keys
 log = logging.getLogger(__name__)
 
 SCRIPTS = (
-    "register", "register_stage", "register_unchanged", "heartbeat", "unregister", "remove_batch", "write_perm",
-    "delete_topic", "kv_put", "kv_delete", "register_topic", "route", "cluster_info", "topic_lists",
+    "register", "register_stage", "register_unchanged", "heartbeat", "unregister", "remove_batch", "collect_leaving",
+    "write_perm", "delete_topic", "kv_put", "kv_delete", "register_topic", "route", "cluster_info", "topic_lists",
     "live_brokers", "topic_summary", "changes_since", "topic_index_sync", "masterless_sync",
     "departures",
 )

@@ -52,6 +52,8 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
     - every live row and every filter list belongs to an address of some BrokerData
     - the groups-without-master set lists exactly the BrokerData without a brokerId 0
     - every static topic's queue mapping is indexed by its group, and only those
+    - a BrokerData without a cluster is the bare mark of a group leaving, and every group
+      marked leaving is in the leaving set
     """
     bad: list[str] = []
     t = keys.tag
@@ -71,8 +73,15 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
                 bad.append(f"broker {name} in cluster {c} has no BrokerData")
             elif _s(row) != c:
                 bad.append(f"broker {name} in cluster set {c} but its BrokerData says {_s(row)}")
+    leaving = smembers(keys.leaving)
     for raw in r.scan_iter(match=f"{t}:broker:*"):
         name = decode_name(_s(raw)[len(f"{t}:broker:"):])
+        if r.hexists(raw, "leaving") and name not in leaving:
+            bad.append(f"broker {name} marked leaving but not in the leaving set")
+        if r.hget(raw, "cluster") is None:
+            if not r.hexists(raw, "leaving") or r.hlen(raw) != 1:
+                bad.append(f"BrokerData {name} without a cluster")
+            continue  # the mark of a group whose last member left: its QueueData are being collected
         c = _s(r.hget(raw, "cluster"))
         if name not in smembers(keys.cluster(c)):
             bad.append(f"BrokerData {name} missing from its cluster set {c}")

@@ -11,6 +11,7 @@ from service.keys import Keys
 from tests.builders import identity, registration
 from tests.calls import register, route
 from tests.tables import snapshot
+from tests.waits import BOUND_S, until
 
 K = Keys()
 
@@ -126,19 +127,32 @@ async def test_last_member_unregistering_cascades_to_cluster_and_topics(client: 
     assert (await (await client.get("/v1/topics")).json())["topicList"] == ["Shared"]
 
 
-async def test_group_with_more_topics_than_one_variadic_slice_is_removed_whole(client: TestClient, r: redis.Redis,
-                                                                                consistent: None) -> None:
+async def test_a_master_dropping_more_topics_than_one_variadic_slice_drops_them_whole(
+        make_client, r: redis.Redis, consistent: None) -> None:
     # the scripts write and delete in slices of a few thousand values (Lua's unpack limit)
+    client = await make_client(delete_topic_with_broker_registration=True)
     many = [f"Bulk{i:05d}" for i in range(9_000)]
-    a = registration(addr="10.0.0.1:10911", name="broker-a", topics=many)
-    b = registration(addr="10.0.0.2:10911", name="broker-b", topics=many[:10])
+    a = registration(addr="10.0.0.1:10911", name="broker-a", topics=[*many, "Kept"])
     await register(client, a)
-    await register(client, b)
-    assert r.scard(K.topics) == 9_000 and r.hlen(K.broker_topics("broker-a")) == 9_000
-    await client.post("/v1/brokers/unregister", json=identity(a))
-    assert sorted(r.smembers(K.topics)) == many[:10]
-    assert not r.exists(K.broker_topics("broker-a"))
+    await register(client, registration(addr="10.0.0.2:10911", name="broker-b", topics=many[:10]))
+    assert r.scard(K.topics) == 9_001 and r.hlen(K.broker_topics("broker-a")) == 9_001
+    await register(client, registration(addr="10.0.0.1:10911", name="broker-a", topics=["Kept"], version=2))
+    assert sorted(r.smembers(K.topics)) == sorted([*many[:10], "Kept"])
+    assert r.hkeys(K.broker_topics("broker-a")) == ["Kept"]
     assert [q["brokerName"] for q in (await route(client, many[0]))["queueDatas"]] == ["broker-b"]
+
+
+async def test_a_big_groups_unregistration_takes_its_routes_at_once_and_its_queues_after(
+        client: TestClient, r: redis.Redis, consistent: None) -> None:
+    many = [f"Bulk{i:05d}" for i in range(3_000)]
+    a = registration(addr="10.0.0.1:10911", name="broker-a", topics=many)
+    await register(client, a)
+    await register(client, registration(addr="10.0.0.2:10911", name="broker-b", topics=many[:10]))
+    await client.post("/v1/brokers/unregister", json=identity(a))
+    assert [q["brokerName"] for q in (await route(client, many[0]))["queueDatas"]] == ["broker-b"]
+    assert await route(client, many[-1]) is None
+    await until(lambda: not r.exists(K.broker_topics("broker-a")), BOUND_S, "the group's queues collected")
+    assert sorted(r.smembers(K.topics)) == many[:10] and not r.exists(K.broker("broker-a"))
 
 
 async def test_unregister_of_unknown_broker_succeeds_and_changes_nothing(client: TestClient, r: redis.Redis) -> None:

@@ -1,5 +1,5 @@
 """A group's state (docs/design.md, "A group's state"): each transition of the flags on its
-row (`staging`, `topicsGen`, `queuesIntact`) and of its members' `bodyDigest`, one test
+row (`staging`, `topicsGen`, `queuesIntact`, `leaving`) and of its members' `bodyDigest`, one test
 each, by the scripts that make it, on the test redis-server."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import redis
 from service.config import Settings
 from service.scripts import Registered, Scripts
 from service.store import Store
+from tests.tables import violations
 
 GROUP = "{rmq}:broker:broker-a"
 MASTER, SLAVE = "10.0.0.1:10911", "10.0.0.2:10911"
@@ -30,17 +31,17 @@ def table(*topics: str, fp: str = "4,4,6,0") -> bytes:
 
 
 async def register(scripts: Scripts, *topics: str, addr: str = MASTER, broker_id: int = 0, digest: str = "",
-                   staging: str = "", version: int = 1) -> Registered:
+                   staging: str = "", version: int = 1, delete_absent: bool = True) -> Registered:
     return await scripts.register(
         cluster="DefaultCluster", addr=addr, name="broker-a", broker_id=broker_id, ha_addr="10.0.0.1:10912",
-        timeout_ms=120_000, data_version=f'{{"counter":{version}}}', keep_filters=True, delete_absent=True,
+        timeout_ms=120_000, data_version=f'{{"counter":{version}}}', keep_filters=True, delete_absent=delete_absent,
         topics=table(*topics), filters=b"[]", channel="", digest=digest, acting="", zone="", mappings=b"[]",
         topic_count=len(topics), state_version=0, staging=staging)
 
 
 def flags(r: redis.Redis) -> dict[str, str]:
     row = r.hgetall(GROUP)
-    return {f: row[f] for f in ("staging", "topicsGen", "queuesIntact") if f in row}
+    return {f: row[f] for f in ("staging", "topicsGen", "queuesIntact", "leaving") if f in row}
 
 
 async def staged(scripts: Scripts, r: redis.Redis) -> str:
@@ -127,6 +128,56 @@ async def test_the_groups_last_member_leaving_deletes_its_row_and_flags(scripts:
     assert not r.exists(GROUP) and not r.hexists("{rmq}:stagings", "broker-a")
 
 
+# ---------------------------------------------------------------------- leaving
+BIG = [f"T{i}" for i in range(300)]  # more QueueData than a removal drops at once (LEAVE_NOW_MAX, 256)
+
+
+async def left_big(scripts: Scripts) -> None:
+    """A group of 300 topics whose one member left."""
+    await register(scripts, *BIG)
+    await scripts.unregister("DefaultCluster", MASTER, "broker-a", 0)
+
+
+async def test_a_big_groups_last_member_leaving_hides_its_queues_at_once(scripts: Scripts, r: redis.Redis) -> None:
+    await left_big(scripts)
+    assert r.hgetall(GROUP) == {"leaving": "1"} and r.smembers("{rmq}:leaving") == {"broker-a"}
+    assert r.exists("{rmq}:queue:T0:broker-a")  # still there, collected later
+    assert (await scripts.route("T0", False, False)).body is None
+    assert violations(r) == []
+
+
+async def test_collecting_removes_a_leaving_groups_queues_and_its_row(scripts: Scripts, r: redis.Redis) -> None:
+    await left_big(scripts)
+    assert (await scripts.collect_leaving(100)).count == 1
+    assert r.hlen("{rmq}:broker-topics:broker-a") == 200 and violations(r) == []
+    assert (await scripts.collect_leaving(1_000)).count == 0
+    assert not r.exists(GROUP) and not r.exists("{rmq}:leaving") and not r.exists("{rmq}:queue:T0:broker-a")
+    assert r.scard("{rmq}:topics") == 0 and violations(r) == []
+
+
+async def test_a_master_back_while_leaving_replaces_its_queues_whole(scripts: Scripts, r: redis.Redis) -> None:
+    await left_big(scripts)
+    await scripts.collect_leaving(100)
+    # a split registration's first part: the rest of the table was the broker's before it left
+    await register(scripts, "T1", "T299", "New", delete_absent=False, version=2)
+    assert flags(r) == {"queuesIntact": "1"} and not r.exists("{rmq}:leaving")
+    assert set(r.hkeys("{rmq}:broker-topics:broker-a")) == {"T1", "T299", "New"}
+    assert (await scripts.route("T299", False, False)).body is not None
+    assert (await scripts.route("T2", False, False)).body is None
+    assert violations(r) == []
+
+
+async def test_a_slave_back_while_leaving_keeps_the_queues_hidden(scripts: Scripts, r: redis.Redis) -> None:
+    await left_big(scripts)
+    await register(scripts, *BIG, addr=SLAVE, broker_id=1)
+    assert flags(r) == {"leaving": "1"} and r.hget(GROUP, "cluster") == "DefaultCluster"
+    assert (await scripts.route("T0", False, False)).body is None
+    while (await scripts.collect_leaving(1_000)).count:
+        pass
+    assert flags(r) == {} and r.hget(GROUP, "cluster") == "DefaultCluster"
+    assert r.hlen("{rmq}:broker-topics:broker-a") == 0 and violations(r) == []
+
+
 # ---------------------------------------------------------------------- bodyDigest
 def digests(r: redis.Redis, addr: str = MASTER) -> list[str]:
     return (r.hget(f"{{rmq}}:member:{addr}", "bodyDigest") or "").split()
@@ -159,3 +210,13 @@ async def test_the_address_leaving_forgets_its_digests(scripts: Scripts, r: redi
     await scripts.unregister("DefaultCluster", SLAVE, "broker-a", 1)
     assert not r.exists(f"{{rmq}}:member:{SLAVE}") and not r.hexists("{rmq}:body-digests", "s1")
     assert digests(r) == ["d1"]
+
+
+async def test_a_master_back_through_an_older_worker_is_unmarked_not_collected(scripts: Scripts, r: redis.Redis) -> None:
+    await left_big(scripts)
+    # an older release's register.lua: the group's rows as it writes them, the mark left
+    r.hset(GROUP, mapping={"cluster": "DefaultCluster", "brokerName": "broker-a"})
+    r.hset("{rmq}:addrs:broker-a", "0", MASTER)
+    assert (await scripts.collect_leaving(100)).count == 0
+    assert flags(r) == {} and r.hlen("{rmq}:broker-topics:broker-a") == 300
+    assert (await scripts.route("T0", False, False)).body is not None

@@ -1,5 +1,6 @@
 """The worker's removal path (service/removals.py, lua/remove_batch.lua): each entry checked
-as it stands when its script runs, settled once, a big group removed a slice a script."""
+as it stands when its script runs, settled once, a big group hidden at once and its
+QueueData collected a slice a script (lua/collect_leaving.lua)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from service.removals import CONNECTION_CLOSED, EXPIRED, Removal, Removals
 from tests.builders import registration
 from tests.calls import route
 from tests.tables import violations
+from tests.waits import BOUND_S, until
 
 K = Keys()
 A1, A2 = "10.0.0.1:10911", "10.0.0.2:10911"
@@ -51,9 +53,10 @@ async def test_a_close_of_a_connection_that_no_longer_owns_the_broker_keeps_it(c
     assert await route(client, "T1") is not None
 
 
-async def test_a_group_bigger_than_a_scripts_budget_goes_a_slice_a_script(
+async def test_a_big_groups_routes_go_in_one_script_and_its_queues_are_collected_after(
         make_client, r: redis.Redis, monkeypatch) -> None:
     monkeypatch.setattr(Removals, "PAIR_BUDGET", 600)
+    monkeypatch.setattr(Removals, "COLLECT_BUDGET", 600)
     client = await make_client()
     topics = [f"T{i}" for i in range(1_500)]
     await register_on(client, registration(addr=A1, topics=topics), "conn-1")
@@ -61,7 +64,10 @@ async def test_a_group_bigger_than_a_scripts_budget_goes_a_slice_a_script(
     registry = client.app[REGISTRY]
     before = registry.operations["remove_batch"]
     assert await statuses(client, [Removal(A1, "conn-1", CONNECTION_CLOSED)]) == ["removed"]
-    assert registry.operations["remove_batch"] - before == 3  # 600 + 600 pairs, then the last 300 and the rest
+    assert registry.operations["remove_batch"] - before == 1
     assert await route(client, "T1") is None
-    assert (await route(client, "T0"))["brokerDatas"][0]["brokerName"] == "broker-b"
-    assert violations(r) == []
+    assert [b["brokerName"] for b in (await route(client, "T0"))["brokerDatas"]] == ["broker-b"]
+    # the drainer collects once its queue is empty, 600 + 600 + 300 pairs
+    await until(lambda: not r.exists(K.leaving) and registry.operations["collect_leaving"] >= 3, BOUND_S,
+                "the group's queues collected in three scripts")
+    assert not r.exists(K.queue("T1", "broker-a")) and violations(r) == []

@@ -43,11 +43,17 @@ local owner = {}
 for _, key in ipairs(redis.call('KEYS', T .. ':broker:*')) do
   local name = name_in(key, 'broker')
   local c = redis.call('HGET', key, 'cluster')
-  if not c or redis.call('SISMEMBER', T .. ':cluster:' .. enc(c), name) == 0 then
+  local marked = redis.call('HEXISTS', key, 'leaving') == 1
+  if marked and redis.call('SISMEMBER', T .. ':leaving', name) == 0 then
+    add('broker ' .. name .. ' marked leaving but not in the leaving set')
+  end
+  -- the bare mark of a group whose last member left, its QueueData being collected
+  local bare_mark = not c and marked and redis.call('HLEN', key) == 1
+  if not bare_mark and (not c or redis.call('SISMEMBER', T .. ':cluster:' .. enc(c), name) == 0) then
     add('BrokerData ' .. name .. ' missing from its cluster set ' .. tostring(c))
   end
   local flat = redis.call('HGETALL', T .. ':addrs:' .. enc(name))
-  if #flat == 0 then add('broker ' .. name .. ' has no addresses') end
+  if #flat == 0 and not bare_mark then add('broker ' .. name .. ' has no addresses') end
   local seen = {}
   for i = 1, #flat, 2 do
     local bid, addr = flat[i], flat[i + 1]
