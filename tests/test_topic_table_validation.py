@@ -10,7 +10,7 @@ import pytest
 
 from service.config import Settings
 from service.models import RegisterRequest, plain_fingerprints, validated
-from service.registration import fingerprints
+from service.registry import fingerprints
 from tests.builders import registration, topic_config
 
 

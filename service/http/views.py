@@ -30,8 +30,7 @@ from service.models import (
     valid_name,
     validated,
 )
-from service.registration import body_digest, body_weight, off_loop
-from service.registry import RegistrationRefused, Registry, in_zone
+from service.registry import RegistrationRefused, Registry, body_digest, body_weight, in_zone, off_loop
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

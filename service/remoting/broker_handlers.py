@@ -10,8 +10,7 @@ from typing import Any
 import orjson
 
 from service.models import DataVersion, HeartbeatRequest, QueryDataVersionRequest, RegisterRequest, UnregisterRequest
-from service.registration import body_digest
-from service.registry import RegistrationRefused
+from service.registry import RegistrationRefused, body_digest
 from service.removals import UNREGISTERED, Removal
 from service.remoting import bodies, codes
 from service.remoting.codec import Command

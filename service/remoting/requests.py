@@ -25,7 +25,7 @@ from service.config import Settings
 from service.logs import RefusalLog, redis_failure_log
 from service.models import M, describe, name_rule, valid_name, validated
 from service.node import Node
-from service.registration import body_weight, off_loop
+from service.registry import body_weight, off_loop
 from service.registry import Registry
 from service.removals import Removals
 from service.remoting import bodies, codes
