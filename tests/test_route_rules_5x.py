@@ -25,7 +25,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from service.config import Settings
-from service.remoting import codes, fastjson
+from service.remoting import codec, codes
 from service.remoting.codec import Command
 from service.worker import REMOTING, create_app, install_remoting
 from tests.remoting import broker5
@@ -178,11 +178,11 @@ class Tcp(Front):
         if answer.code == codes.TOPIC_NOT_EXIST:
             return None
         assert answer.code == codes.SUCCESS, answer.remark
-        return fastjson.loads(answer.body)
+        return codec.loads(answer.body)
 
     async def cluster_group(self, name: str) -> dict[str, Any]:
         answer = await self.rmq.call(request(codes.GET_BROKER_CLUSTER_INFO))
-        return fastjson.loads(answer.body)["brokerAddrTable"][name]
+        return codec.loads(answer.body)["brokerAddrTable"][name]
 
 
 def zone_route(topic: str, zone: str, version: int = 479) -> Command:

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from service.remoting import fastjson
+from service.remoting import codec
 from service.remoting.codec import MAX_FRAME
 from service.remoting.codes import V5_0_0
 
@@ -22,7 +22,7 @@ def json_body(body: bytes, what: str) -> Any:
     if not body:
         raise BodyError(f"{what} body is missing")
     try:
-        return fastjson.loads(body)
+        return codec.loads(body)
     except ValueError as e:
         raise BodyError(f"{what} body is not JSON: {e}") from None
 
@@ -168,7 +168,7 @@ def _inflate_register(body: bytes, version: int, max_topics: int | None) -> dict
     table = topic_configs(stream.parts(count))
     filters_json = stream.part()
     try:
-        filters = fastjson.loads(filters_json) if filters_json else []
+        filters = codec.loads(filters_json) if filters_json else []
     except ValueError:
         filters = []  # RocketMQ logs and goes on with an empty list
     mappings: dict[str, Any] = {}
@@ -299,14 +299,14 @@ def route(data: dict[str, Any], standard: bool) -> bytes:
     if data.get("topicQueueMappingByBroker"):  # a static topic's (null otherwise: left out)
         doc["topicQueueMappingByBroker"] = data["topicQueueMappingByBroker"]
     encoded = orjson.dumps(doc)  # fields already in order; brokerAddrs sorted by id
-    return encoded if standard else fastjson.dialect(encoded)
+    return encoded if standard else codec.dialect(encoded)
 
 
 def member_group(cluster: str, name: str, addrs: dict[str, str]) -> bytes:
     """GetBrokerMemberGroupResponseBody, in fastjson's default dialect (numeric map keys bare)."""
     ordered = {k: addrs[k] for k in sorted(addrs, key=int)}
     doc = {"brokerMemberGroup": {"brokerAddrs": ordered, "brokerName": name, "cluster": cluster}}
-    return fastjson.dialect(orjson.dumps(doc))
+    return codec.dialect(orjson.dumps(doc))
 
 
 def properties(values: dict[str, str]) -> bytes:
@@ -320,4 +320,4 @@ def cluster_info(data: dict[str, Any]) -> bytes:
         "brokerAddrTable": {name: _broker_data(d) for name, d in data["brokerAddrTable"].items()},
         "clusterAddrTable": data["clusterAddrTable"],
     }
-    return fastjson.dialect(orjson.dumps(doc))
+    return codec.dialect(orjson.dumps(doc))

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from service.remoting import acl, codec, codes, fastjson
+from service.remoting import acl, codec, codes
 from service.remoting.codec import Command
 
 
@@ -113,7 +113,7 @@ class NameServerClient:
         if answer.code != codes.SUCCESS:
             raise ClientError(f"{self.addr}: {what} answered {answer.code}: {answer.remark}")
         try:
-            return fastjson.loads(answer.body)
+            return codec.loads(answer.body)
         except ValueError as e:
             raise ClientError(f"{self.addr}: {what} answered no JSON: {e}") from None
 

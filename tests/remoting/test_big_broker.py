@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator, Iterator
 import orjson
 import pytest
 
-from service.remoting import codes, fastjson
+from service.remoting import codec, codes
 from tests.processes import console_script, start, wait_http
 from tests.redis_server import free_port
 from tests.remoting.client import RemotingClient, request
@@ -76,7 +76,7 @@ async def routes_match(client: RemotingClient, table: dict[str, dict[str, Any]],
     for topic in topics:
         answer = await client.call(route(topic), timeout=10)
         assert answer.code == codes.SUCCESS, (topic, answer.remark)
-        doc = fastjson.loads(answer.body)
+        doc = codec.loads(answer.body)
         c = table[topic]
         assert [(q["brokerName"], q["readQueueNums"], q["writeQueueNums"], q["perm"], q["topicSysFlag"])
                 for q in doc["queueDatas"]] == \

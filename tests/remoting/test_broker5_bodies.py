@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from service.remoting import bodies, codes, fastjson
+from service.remoting import bodies, codec, codes
 from service.http.app_keys import REGISTRY
 from tests.remoting import broker5
 from tests.remoting.client import RemotingClient, request
@@ -32,7 +32,7 @@ def test_the_bodys_static_topic_carries_bare_integer_keys_as_fastjson_writes_the
 
 def test_a_big_document_with_bare_integer_keys_is_read() -> None:
     doc = b"{" + b",".join(b'%d:"a"' % i for i in range(20_000)) + b"}"
-    assert fastjson.loads(doc)["19999"] == "a"
+    assert codec.loads(doc)["19999"] == "a"
 
 
 @pytest.mark.parametrize("doc, expected", [
@@ -45,12 +45,12 @@ def test_a_big_document_with_bare_integer_keys_is_read() -> None:
 ], ids=["lookalike in a string", "after an escaped quote", "currIdMap lookalike in a string",
         "after an escaped backslash", "non-ASCII and spaces"])
 def test_only_keys_outside_strings_are_quoted(doc: bytes, expected: dict) -> None:
-    assert fastjson.loads(doc) == expected
+    assert codec.loads(doc) == expected
 
 
 def test_a_document_that_is_no_json_even_with_keys_quoted_is_refused() -> None:
     with pytest.raises(ValueError):
-        fastjson.loads(b'{0:1,,}' + b" " * 20_000)
+        codec.loads(b'{0:1,,}' + b" " * 20_000)
 
 
 async def test_a_changed_5x_body_registers_its_new_topic(rmq: RemotingClient) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import orjson
 import pytest
 
-from service.remoting import codes, fastjson
+from service.remoting import codec, codes
 from tests.builders import identity as http_identity
 from tests.builders import registration
 from tests.calls import register as http_register
@@ -34,7 +34,7 @@ async def tcp_route(rmq: RemotingClient, topic: str, version: int = 479) -> dict
     if answer.code == codes.TOPIC_NOT_EXIST:
         return None
     assert answer.code == 0, answer.remark
-    return fastjson.loads(answer.body)
+    return codec.loads(answer.body)
 
 
 async def test_registered_over_tcp_read_over_http(worker: Worker, rmq: RemotingClient) -> None:
@@ -47,7 +47,7 @@ async def test_registered_over_tcp_read_over_http(worker: Worker, rmq: RemotingC
         for version in (63, 479):
             assert normal(await tcp_route(rmq, topic, version)) == normal(over_http)
     cluster = await (await worker.http.get("/v1/cluster")).json()
-    tcp_cluster = fastjson.loads((await rmq.call(request(codes.GET_BROKER_CLUSTER_INFO))).body)
+    tcp_cluster = codec.loads((await rmq.call(request(codes.GET_BROKER_CLUSTER_INFO))).body)
     assert tcp_cluster["clusterAddrTable"] == cluster["clusterAddrTable"]
     assert {n: normal({"queueDatas": [], "filterServerTable": {}, "brokerDatas": [b]})
             for n, b in tcp_cluster["brokerAddrTable"].items()} == \

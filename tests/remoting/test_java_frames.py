@@ -28,7 +28,7 @@ import orjson
 import pytest
 import redis
 
-from service.remoting import fastjson
+from service.remoting import codec
 from tests.remoting.client import RemotingClient
 from tests.remoting.frames import refreshed
 
@@ -136,7 +136,7 @@ async def test_broker_with_rocketmq_header_and_compressed_body(rmq: RemotingClie
     kind, header, body = await read_answer(rmq)
     assert header == struct.pack(">hbhiiii", 0, 0, 479, 8, 1, 0, 0)
     assert b'"brokerAddrs":{0:"192.168.1.10:10911"}' in body
-    assert fastjson.loads(body)["queueDatas"][0]["readQueueNums"] == 8
+    assert codec.loads(body)["queueDatas"][0]["readQueueNums"] == 8
 
 
 async def test_oneway_heartbeat_frame(rmq: RemotingClient, r: redis.Redis) -> None:

@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from service.http.app_keys import CACHE, REGISTRY
-from service.remoting import codec, codes, fastjson
+from service.remoting import codec, codes
 from tests.builders import registration, topic_config
 from tests.remoting.client import RemotingClient, request
 from tests.remoting.conftest import Worker
@@ -44,7 +44,7 @@ async def test_route_dialect_by_version(rmq: RemotingClient) -> None:
     asked = await rmq.call(request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest", "acceptStandardJsonOnly": "true"},
                                    version=63))
     assert asked.body == new.body
-    assert fastjson.loads(old.body) == orjson.loads(new.body)
+    assert codec.loads(old.body) == orjson.loads(new.body)
 
 
 async def test_route_not_found_names_5_3_3s_faq(rmq: RemotingClient) -> None:
@@ -96,7 +96,7 @@ async def test_register_without_body(rmq: RemotingClient) -> None:
     reg = registration()
     answer = await rmq.call(request(codes.REGISTER_BROKER, {**identity(reg), "haServerAddr": ""}))
     assert answer.code == 0
-    info = fastjson.loads((await rmq.call(request(codes.GET_BROKER_CLUSTER_INFO))).body)
+    info = codec.loads((await rmq.call(request(codes.GET_BROKER_CLUSTER_INFO))).body)
     assert info["clusterAddrTable"] == {"DefaultCluster": ["broker-a"]}
 
 
@@ -316,7 +316,7 @@ async def test_broker_member_group_lists_the_groups_members_by_id(rmq: RemotingC
                                                                     "brokerName": "broker-a"}))
     assert answer.code == codes.SUCCESS
     assert b'"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"}' in answer.body
-    assert fastjson.loads(answer.body) == {"brokerMemberGroup": {
+    assert codec.loads(answer.body) == {"brokerMemberGroup": {
         "cluster": "DefaultCluster", "brokerName": "broker-a",
         "brokerAddrs": {"0": "10.0.0.1:10911", "1": "10.0.0.2:10911"}}}
 
@@ -324,7 +324,7 @@ async def test_broker_member_group_lists_the_groups_members_by_id(rmq: RemotingC
 async def test_broker_member_group_of_an_unknown_group_has_no_members(rmq: RemotingClient) -> None:
     answer = await rmq.call(request(codes.GET_BROKER_MEMBER_GROUP, {"clusterName": "c1", "brokerName": "nobody"}))
     assert answer.code == codes.SUCCESS
-    assert fastjson.loads(answer.body) == {"brokerMemberGroup": {"cluster": "c1", "brokerName": "nobody", "brokerAddrs": {}}}
+    assert codec.loads(answer.body) == {"brokerMemberGroup": {"cluster": "c1", "brokerName": "nobody", "brokerAddrs": {}}}
 
 
 async def test_namesrv_config_answers_the_settings_as_properties_without_secrets(make_worker) -> None:

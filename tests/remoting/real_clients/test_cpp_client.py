@@ -18,7 +18,7 @@ import pytest
 
 from service.http.app_keys import REGISTRY, SETTINGS
 from service.models import RegisterRequest, validated
-from service.remoting import acl, codes, fastjson
+from service.remoting import acl, codec, codes
 from tests.builders import registration
 from tests.calls import register as http_register
 from tests.remoting.conftest import Worker
@@ -75,7 +75,7 @@ async def test_cpp_producer_takes_the_route_from_our_endpoint(worker: Worker, tm
     assert answers[0].language == "JAVA" and answers[0].flag & 1
     # version 63 < 401: the route in fastjson's form, numeric map keys unquoted, which its parser reads
     assert f'{{0:"127.0.0.1:{broker_port}"}}'.encode() in answers[0].body, answers[0].body
-    assert fastjson.loads(answers[0].body)["brokerDatas"][0]["brokerName"] == "broker-cpp"
+    assert codec.loads(answers[0].body)["brokerDatas"][0]["brokerName"] == "broker-cpp"
 
     # it then went to the broker address of that route (and only there: no other broker exists)
     assert broker.connections >= 1, f"the producer never connected to the registered broker; result {result}"
@@ -125,7 +125,7 @@ async def test_cpp_producer_with_session_credentials_is_checked_by_the_acl(
     answer = proxy.answers_to(asked[0])[0]
     if allowed:
         assert answer.code == codes.SUCCESS
-        assert fastjson.loads(answer.body)["brokerDatas"][0]["brokerName"] == "broker-cpp"
+        assert codec.loads(answer.body)["brokerDatas"][0]["brokerName"] == "broker-cpp"
     else:
         assert (answer.code, answer.remark) == (
             codes.SYSTEM_ERROR, "org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=cppkey")

@@ -15,7 +15,7 @@ import redis
 
 from service.http.app_keys import REGISTRY, SETTINGS
 from service.models import RegisterRequest, validated
-from service.remoting import acl, codes, fastjson
+from service.remoting import acl, codec, codes
 from tests.builders import registration
 from tests.calls import register as http_register
 from tests.calls import route as http_route
@@ -71,7 +71,7 @@ async def test_registered_by_js_over_tcp_route_equals_http(worker: Worker, js: J
     raw = await js.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "JsTopic"})
     assert raw["code"] == 0 and raw["flag"] & 1
     assert "{0:" in raw["body"]  # version 121 < 401: fastjson's unquoted numeric keys
-    over_tcp = fastjson.loads(raw["body"].encode())
+    over_tcp = codec.loads(raw["body"].encode())
     assert normal(over_tcp) == normal(over_http)
     # as ali-ons itself parses it (JSON2), in the same session and in a fresh process
     assert sorted_route(await js.route("JsTopic")) == sorted_route(over_http)
@@ -92,7 +92,7 @@ async def test_registered_over_http_visible_to_js(worker: Worker, js: JsSession)
 
     info = await js.call(codes.GET_BROKER_CLUSTER_INFO)
     assert info["code"] == 0
-    tcp_cluster = fastjson.loads(info["body"].encode())
+    tcp_cluster = codec.loads(info["body"].encode())
     http_cluster = await (await worker.http.get("/v1/cluster")).json()
     assert tcp_cluster["clusterAddrTable"] == http_cluster["clusterAddrTable"]
     assert {n: {str(k): v for k, v in b["brokerAddrs"].items()} for n, b in tcp_cluster["brokerAddrTable"].items()} \
