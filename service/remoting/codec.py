@@ -50,6 +50,8 @@ from typing import Any
 
 import orjson
 
+from service.remoting import codes
+
 JSON = 0
 ROCKETMQ = 1
 SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
@@ -393,3 +395,44 @@ def response_to(request: Command, code: int, remark: str | None = None,
     return Command(code=code, language="JAVA", version=version, opaque=request.opaque, flag=FLAG_RESPONSE,
                    remark=remark, ext_fields=ext_fields or {}, body=body,
                    serialize_type=request.serialize_type)
+
+
+# ---------------------------------------------------------------------- answering a request
+class RemotingError(Exception):
+    """A request refused: answered with this code and remark; the connection goes on."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def ok(request: Command, ext: dict[str, str] | None = None, body: bytes = b"") -> Command:
+    return response_to(request, codes.SUCCESS, None, ext, body, version=codes.V5_3_3)
+
+
+def fail(request: Command, code: int, remark: str) -> Command:
+    return response_to(request, code, remark, version=codes.V5_3_3)
+
+
+# Headers arrive as RocketMQ's extFields (all strings). A required field that is absent is
+# answered as RocketMQ does (SYSTEM_ERROR, "the custom field <x> is null").
+def need(cmd: Command, name: str) -> str:
+    value = cmd.ext_fields.get(name)
+    if value is None:
+        raise RemotingError(codes.SYSTEM_ERROR, f"the custom field <{name}> is null")
+    return value
+
+
+def long_field(cmd: Command, name: str, required: bool = True) -> int | None:
+    raw = need(cmd, name) if required else cmd.ext_fields.get(name)
+    if raw is None or (raw == "" and not required):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise RemotingError(codes.SYSTEM_ERROR, f"the custom field <{name}> is not a number: {raw!r}") from None
+
+
+def bool_field(cmd: Command, name: str) -> bool:
+    return cmd.ext_fields.get(name, "").strip().lower() == "true"  # Boolean.parseBoolean

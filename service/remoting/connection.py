@@ -1,8 +1,10 @@
-"""One open RocketMQ connection as the server tracks it, for its limits."""
+"""One open RocketMQ connection: as the server tracks it for its limits, and as its\nrequests' handlers see it (``CHANNEL``)."""
 
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 
 class Connection:
@@ -23,3 +25,16 @@ class Connection:
         if self.closing is None:
             self.closing = reason
             self.writer.transport.abort()
+
+
+@dataclass
+class Channel:
+    """One client connection: its id, and the brokers that registered or refreshed on it."""
+
+    id: str
+    brokers: set[str] = field(default_factory=set)
+    peer: str = ""  # the client's address (the PROXY header's when there is one): whitelists check it
+
+
+# the connection a request came on; set by the server for each connection's tasks
+CHANNEL: ContextVar[Channel | None] = ContextVar("remoting_channel", default=None)

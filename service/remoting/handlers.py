@@ -1,44 +1,37 @@
-"""One coroutine per request code, on the app's Registry and ReadCache: the clients'
-reads and the operators' changes here, the brokers' requests in broker_handlers.py, what
-they all share in requests.py. Nothing is changed by a request that is refused.
+"""The handlers of the clients' reads and the operators' changes, one coroutine per request
+code (dispatch.py names them; the brokers' requests are broker_handlers.py's). Nothing is
+changed by a request that is refused.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import orjson
 from pydantic import ValidationError
 
 from service.cache import CLUSTER, Answer, make_answer
 from service.models import TOPIC_MAX, TOPIC_CONFIG, describe, kv_value_error, name_rule, queue_count_error, valid_name
-from service.registry import Busy, in_zone
-from service.remoting import acl, bodies, codes
-from service.remoting.broker_handlers import (
-    ZONE_NAME,
-    broker_heartbeat,
-    query_data_version,
-    register_broker,
-    unregister_broker,
-)
-from service.remoting.codec import Command
+from service.registry import in_zone
+from service.remoting import bodies, codes
+from service.remoting.broker_handlers import ZONE_NAME, body_doc, kv_table
+from service.remoting.codec import Command, RemotingError, bool_field, fail, need, ok
 from service.remoting.namesrv_config import properties as namesrv_config_values
-from service.remoting.requests import (
-    CHANNEL,
-    HandlerContext,
-    Handler,
-    RemotingError,
-    body_doc,
-    bool_field,
-    fail,
-    name_field,
-    need,
-    ok,
-)
-from service.store import NotReplicated, OutcomeUnknown, StoreRefusing, StoreUnavailable, outcome_text
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:  # the dispatcher hands every handler its context
+    from service.remoting.dispatch import HandlerContext
+
+Handler = Callable[["HandlerContext", Command], Awaitable[Command]]
+
+
+def name_field(cmd: Command, name: str, max_length: int = 255, required: bool = True) -> str | None:
+    value = need(cmd, name) if required else cmd.ext_fields.get(name)
+    if value is None:
+        return None
+    if not valid_name(value, max_length):
+        raise RemotingError(codes.SYSTEM_ERROR,
+                            f"invalid request: {name} must be {name_rule(max_length)}")
+    return value
 
 
 # ---------------------------------------------------------------------- client-facing
@@ -204,7 +197,7 @@ async def kv_list(ctx: HandlerContext, cmd: Command) -> Command:
     table = await ctx.registry.kv_table(namespace)
     if table is None:
         return fail(cmd, codes.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
-    return ok(cmd, body=bodies.kv_table(table))
+    return ok(cmd, body=kv_table(table))
 
 
 async def broker_member_group(ctx: HandlerContext, cmd: Command) -> Command:
@@ -225,66 +218,3 @@ async def namesrv_config(ctx: HandlerContext, cmd: Command) -> Command:
 async def update_namesrv_config(ctx: HandlerContext, cmd: Command) -> Command:
     return fail(cmd, codes.NO_PERMISSION, "settings come from the environment (RMQ_* variables) and apply to every "
                 "worker alike: change them in the deployment, not through UPDATE_NAMESRV_CONFIG")
-
-
-_timeout = getattr(asyncio, "timeout", None)
-
-HANDLERS: dict[int, Handler] = {
-    codes.PUT_KV_CONFIG: put_kv,
-    codes.GET_KV_CONFIG: get_kv,
-    codes.DELETE_KV_CONFIG: delete_kv,
-    codes.REGISTER_BROKER: register_broker,
-    codes.UNREGISTER_BROKER: unregister_broker,
-    codes.GET_ROUTEINFO_BY_TOPIC: get_route,
-    codes.GET_BROKER_CLUSTER_INFO: cluster_info,
-    codes.WIPE_WRITE_PERM_OF_BROKER: write_perm("wipe"),
-    codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: topic_list("all"),
-    codes.DELETE_TOPIC_IN_NAMESRV: delete_topic,
-    codes.REGISTER_TOPIC_IN_NAMESRV: register_topic,
-    codes.GET_KVLIST_BY_NAMESPACE: kv_list,
-    codes.GET_TOPICS_BY_CLUSTER: topic_list("cluster"),
-    codes.GET_SYSTEM_TOPIC_LIST_FROM_NS: topic_list("system"),
-    codes.GET_UNIT_TOPIC_LIST: topic_list("unit"),
-    codes.GET_HAS_UNIT_SUB_TOPIC_LIST: topic_list("unit-sub"),
-    codes.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: topic_list("unit-sub-without-unit"),
-    codes.QUERY_DATA_VERSION: query_data_version,
-    codes.ADD_WRITE_PERM_OF_BROKER: write_perm("add"),
-    codes.BROKER_HEARTBEAT: broker_heartbeat,
-    codes.GET_BROKER_MEMBER_GROUP: broker_member_group,
-    codes.GET_NAMESRV_CONFIG: namesrv_config,
-    codes.UPDATE_NAMESRV_CONFIG: update_namesrv_config,
-}
-
-
-async def dispatch(ctx: HandlerContext, cmd: Command, timeout: float) -> Command:
-    """The answer to one request; never raises (a failed request must not end the connection)."""
-    if ctx.keys is not None:
-        channel = CHANNEL.get()
-        peer = channel.peer if channel else ""
-        refused = acl.refusal(ctx.keys, ctx.settings.auth_reads, cmd, peer, ctx.white)
-        if refused is not None:
-            ctx.refusals.refused(peer, acl.refusal_line(cmd, peer, refused, ctx.white))
-            return fail(cmd, codes.SYSTEM_ERROR, refused)
-    handler = HANDLERS.get(cmd.code)
-    if handler is None:
-        return fail(cmd, codes.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
-    try:
-        if _timeout is not None:  # Python 3.11+: no extra task per request
-            async with _timeout(timeout):
-                return await handler(ctx, cmd)
-        return await asyncio.wait_for(handler(ctx, cmd), timeout)
-    except RemotingError as e:
-        return fail(cmd, e.code, e.remark)
-    except Busy as e:  # counted and logged once per burst by the registry
-        return fail(cmd, codes.SYSTEM_BUSY, str(e))
-    except StoreUnavailable as e:
-        if not isinstance(e, (StoreRefusing, NotReplicated)):  # refusals are logged once per burst by the store
-            ctx.failures.write(type(e).__name__, f"Redis unavailable for request code {cmd.code}: {e}")
-        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(e))
-    except asyncio.TimeoutError:  # the handler's own calls may have gone through
-        # a frozen Redis makes every request late at once: one line per window, as its failures
-        ctx.failures.write("TimeoutError", f"request code {cmd.code} took longer than {timeout:.1f} s")
-        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(OutcomeUnknown()))
-    except Exception:
-        log.exception("unhandled error in request code %s", cmd.code)
-        return fail(cmd, codes.SYSTEM_ERROR, "internal error; see the registry's log")

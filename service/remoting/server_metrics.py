@@ -8,7 +8,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from service.remoting import codes
-from service.remoting.handlers import HANDLERS
+from service.remoting.dispatch import HANDLERS
 
 if TYPE_CHECKING:
     from service.remoting.server import RemotingServer

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import redis
 
-from service.remoting import bodies, codec, codes
+from service.remoting import broker_handlers, codec, codes
 from service.remoting.codec import Command
 from tests.builders import registration
 from tests.remoting.client import request
@@ -25,12 +25,12 @@ def register(reg: dict[str, Any] | None = None, *, compressed: bool = False, crc
     doc = {"topicConfigSerializeWrapper": reg["topicConfigSerializeWrapper"],
            "filterServerList": reg.get("filterServerList") or []}
     # fastjson writes a bean's fields in name order: the table comes last
-    body = bodies.compress_register_body(doc, version) if compressed else orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    body = broker_handlers.compress_register_body(doc, version) if compressed else orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
     ext = {
         "brokerName": reg["brokerName"], "brokerAddr": reg["brokerAddr"], "clusterName": reg["clusterName"],
         "haServerAddr": reg.get("haServerAddr") or "", "brokerId": str(reg["brokerId"]),
         "compressed": "true" if compressed else "false",
-        "bodyCrc32": str(bodies.crc32(body) if crc else 0),
+        "bodyCrc32": str(broker_handlers.crc32(body) if crc else 0),
     }
     if acting is not None:
         ext["enableActingMaster"] = "true" if acting else "false"
