@@ -2,7 +2,9 @@
 
 - ``codec``: frames and both header serializations (JSON, ROCKETMQ binary), and the JSON
   dialect RocketMQ writes (unquoted integer map keys), both ways.
-- ``bodies``: request bodies (RegisterBrokerBody plain or compressed, DataVersion, ...).
-- ``handlers``: one coroutine per request code, on the shared Registry and ReadCache.
-- ``server``: the asyncio TCP server; ``lifecycle.install`` ties it to an aiohttp app.
+- ``dispatch``: the table naming each request code's handler, and the context they run on.
+- ``broker_handlers``: the brokers' requests and the RegisterBrokerBody they carry.
+- ``handlers``: the clients' reads and the operators' changes, on the shared Registry and ReadCache.
+- ``bodies``: the read answers' bodies.
+- ``server``: the asyncio TCP server; ``service.worker.install_remoting`` ties it to an aiohttp app.
 """

@@ -136,7 +136,7 @@ def register_request(ctx: HandlerContext, cmd: Command, data: dict[str, Any]) ->
     try:
         if cmd.version >= codes.V3_0_11:
             doc = (register_broker_body(cmd.body, bool_field(cmd, "compressed"), cmd.version,
-                                               ctx.settings.max_topics_per_registration)
+                                        ctx.settings.max_topics_per_registration)
                    if cmd.body else {"topicConfigSerializeWrapper": EMPTY_WRAPPER, "filterServerList": []})
         else:  # before 3.0.11 the body is a bare TopicConfigSerializeWrapper, no filter servers
             doc = {"topicConfigSerializeWrapper": json_body(cmd.body, "TopicConfigSerializeWrapper")
@@ -168,7 +168,7 @@ def registration_answer(cmd: Command, result: dict[str, Any]) -> Command:
     return ok(cmd, ext, body)
 
 
-# ---------------------------------------------------------------------- REGISTER_BROKER
+# ---------------------------------------------------------------------- RegisterBrokerBody
 # The most a compressed RegisterBrokerBody may inflate to: what the largest frame could
 # carry uncompressed. Inflating stops there, so a zlib bomb costs at most this much memory.
 MAX_INFLATED = MAX_FRAME
@@ -395,7 +395,7 @@ def crc32(body: bytes) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
-
+# ---------------------------------------------------------------------- reading a request's body
 class BodyError(ValueError):
     """A body that cannot be read: answered with SYSTEM_ERROR, the connection stays."""
 
@@ -458,6 +458,7 @@ def channel_id(addr: str) -> str:
     return channel.id
 
 
+# ---------------------------------------------------------------------- the other brokers' requests
 async def unregister_broker(ctx: HandlerContext, cmd: Command) -> Command:
     req = validate(ctx, UnregisterRequest, identity(cmd))
     try:
@@ -511,6 +512,3 @@ def data_version(stored: dict[str, Any]) -> bytes:
 def kv_table(table: dict[str, str]) -> bytes:
     return orjson.dumps({"table": table})
 
-
-def kv_table(table: dict[str, str]) -> bytes:
-    return orjson.dumps({"table": table})

@@ -1,5 +1,7 @@
 """RemotingCommand frames, as RocketMQ's RemotingCommand.encode/decode and NettyDecoder make them,
-and the JSON dialect their headers and bodies are written in.
+the JSON dialect their headers and bodies are written in, and a request's header fields
+read and answered as a NameServer does (``need``, ``long_field``, ``bool_field``; ``ok``,
+``fail``, ``RemotingError``).
 
 A frame is::
 
