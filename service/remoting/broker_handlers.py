@@ -372,24 +372,6 @@ def _topic_config_line(raw: bytes) -> dict[str, Any]:
         raise BodyError(f"bad TopicConfig line {raw[:80]!r}") from None
 
 
-def compress_register_body(doc: dict[str, Any], version: int) -> bytes:
-    """RegisterBrokerBody.encode(true), for tests and tools (same layout as above)."""
-    wrapper = doc["topicConfigSerializeWrapper"]
-
-    def part(b: bytes) -> bytes:
-        return struct.pack(">i", len(b)) + b
-
-    table = wrapper.get("topicConfigTable", {})
-    out = [part(orjson.dumps(wrapper["dataVersion"])), struct.pack(">i", len(table))]
-    for name, tc in table.items():
-        line = f"{name} {tc['readQueueNums']} {tc['writeQueueNums']} {tc['perm']} SINGLE_TAG {{}}"
-        out.append(part(line.encode()))
-    out.append(part(orjson.dumps(doc.get("filterServerList") or [])))
-    if version >= codes.V5_0_0:
-        out.append(struct.pack(">i", 0))
-    return zlib.compress(b"".join(out), 9)
-
-
 def crc32(body: bytes) -> int:
     """UtilAll.crc32: CRC-32 with the sign bit cleared."""
     return zlib.crc32(body) & 0x7FFFFFFF

@@ -13,12 +13,12 @@ import zlib
 import orjson
 import pytest
 
-from service.remoting import broker_handlers, codec, codes
+from service.remoting import codec, codes
 from tests.builders import registration, topic_config
 from tests.hostile.canary import tcp_read_route
 from tests.hostile.conftest import Target, answer_or_close, closed_within, dribble, frame
 from tests.remoting.client import request
-from tests.remoting.frames import register
+from tests.remoting.frames import compress_register_body, register
 
 
 def header(code: int | str = codes.REGISTER_BROKER, opaque: int | str = 1, ext: dict[str, str] | None = None) -> bytes:
@@ -88,7 +88,7 @@ def test_too_many_topics_are_refused_before_they_are_read(target: Target) -> Non
                                            "topicConfigTable": {f"T{i}": topic_config(f"T{i}")
                                                                 for i in range(1_000_000)}},
            "filterServerList": []}
-    body = broker_handlers.compress_register_body(doc, 479)
+    body = compress_register_body(doc, 479)
     with target.watch() as w:
         answer = send_and_answer(target, frame(header(ext=broker_fields(True)), body))
     assert answer is not None and answer.code == codes.SYSTEM_ERROR

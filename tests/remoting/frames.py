@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import struct
+import zlib
 from typing import Any
 
 import orjson
@@ -12,6 +14,24 @@ from service.remoting import broker_handlers, codec, codes
 from service.remoting.codec import Command
 from tests.builders import registration
 from tests.remoting.client import request
+
+
+def compress_register_body(doc: dict[str, Any], version: int) -> bytes:
+    """RegisterBrokerBody.encode(true) (the layout service.remoting.broker_handlers reads)."""
+    wrapper = doc["topicConfigSerializeWrapper"]
+
+    def part(b: bytes) -> bytes:
+        return struct.pack(">i", len(b)) + b
+
+    table = wrapper.get("topicConfigTable", {})
+    out = [part(orjson.dumps(wrapper["dataVersion"])), struct.pack(">i", len(table))]
+    for name, tc in table.items():
+        line = f"{name} {tc['readQueueNums']} {tc['writeQueueNums']} {tc['perm']} SINGLE_TAG {{}}"
+        out.append(part(line.encode()))
+    out.append(part(orjson.dumps(doc.get("filterServerList") or [])))
+    if version >= codes.V5_0_0:
+        out.append(struct.pack(">i", 0))
+    return zlib.compress(b"".join(out), 9)
 
 
 def register(reg: dict[str, Any] | None = None, *, compressed: bool = False, crc: bool = True,
@@ -25,7 +45,7 @@ def register(reg: dict[str, Any] | None = None, *, compressed: bool = False, crc
     doc = {"topicConfigSerializeWrapper": reg["topicConfigSerializeWrapper"],
            "filterServerList": reg.get("filterServerList") or []}
     # fastjson writes a bean's fields in name order: the table comes last
-    body = broker_handlers.compress_register_body(doc, version) if compressed else orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    body = compress_register_body(doc, version) if compressed else orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
     ext = {
         "brokerName": reg["brokerName"], "brokerAddr": reg["brokerAddr"], "clusterName": reg["clusterName"],
         "haServerAddr": reg.get("haServerAddr") or "", "brokerId": str(reg["brokerId"]),

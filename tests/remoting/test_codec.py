@@ -10,6 +10,7 @@ import pytest
 
 from service.remoting import broker_handlers, codec
 from service.remoting.codec import Command, FrameError
+from tests.remoting.frames import compress_register_body
 
 
 def sample(serialize: int) -> Command:
@@ -115,7 +116,7 @@ REG = {
 
 @pytest.mark.parametrize("version", [400, 479])
 def test_compressed_register_body(version: int) -> None:
-    raw = broker_handlers.compress_register_body(REG, version)
+    raw = compress_register_body(REG, version)
     doc = broker_handlers.register_broker_body(raw, True, version)
     assert doc["filterServerList"] == ["10.0.0.9:7000"]
     wrapper = doc["topicConfigSerializeWrapper"]
@@ -129,7 +130,7 @@ def test_compressed_register_body_errors() -> None:
     with pytest.raises(broker_handlers.BodyError):
         broker_handlers.register_broker_body(b"not zlib", True, 479)
     with pytest.raises(broker_handlers.BodyError):  # the 5.x mapping section missing
-        broker_handlers.register_broker_body(broker_handlers.compress_register_body(REG, 400), True, 479)
+        broker_handlers.register_broker_body(compress_register_body(REG, 400), True, 479)
     with pytest.raises(broker_handlers.BodyError):
         broker_handlers.register_broker_body(zlib.compress(struct.pack(">i", 50) + b"{}"), True, 479)
 
@@ -167,7 +168,7 @@ def test_a_topic_count_over_the_limit_is_refused_before_the_topics_are_read() ->
     doc = {"topicConfigSerializeWrapper": {"dataVersion": {"counter": 1, "timestamp": 1},
                                            "topicConfigTable": {f"T{i}": REG["topicConfigSerializeWrapper"]
                                                                 ["topicConfigTable"]["A"] for i in range(11)}}}
-    for body, compressed in ((broker_handlers.compress_register_body(doc, 479), True), (orjson.dumps(doc), False)):
+    for body, compressed in ((compress_register_body(doc, 479), True), (orjson.dumps(doc), False)):
         with pytest.raises(broker_handlers.BodyError, match="11 topics; at most 10 topics per registration"):
             broker_handlers.register_broker_body(body, compressed, 479, max_topics=10)
 
