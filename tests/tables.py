@@ -19,11 +19,17 @@ def _s(v: bytes | str) -> str:
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _keys(r: redis.Redis, pattern: str) -> list[str]:
+    """The keys matching `pattern`, each once: SCAN may return a key twice while Redis
+    rehashes the keyspace (it shrinks it after many deletions, a removal's or a collection's)."""
+    return sorted({_s(raw) for raw in r.scan_iter(match=pattern, count=1000)})
+
+
 def snapshot(r: redis.Redis, keys: Keys = Keys()) -> dict[str, Any]:
     """Every table key and its content (live rows without their timestamps, which move);
     the key schema stamp and the data set's name are no tables."""
     out: dict[str, Any] = {}
-    for raw in r.scan_iter(match=f"{keys.tag}:*", count=1000):
+    for raw in _keys(r, f"{keys.tag}:*"):
         key = _s(raw)
         if key in (keys.schema, keys.dataset):
             continue
@@ -63,7 +69,7 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
         if not r.exists(keys.cluster(c)):
             bad.append(f"cluster {c} listed with no brokers")
     addr_owner: dict[str, str] = {}
-    for raw in r.scan_iter(match=f"{t}:cluster:*"):
+    for raw in _keys(r, f"{t}:cluster:*"):
         c = decode_name(_s(raw)[len(f"{t}:cluster:"):])
         if c not in clusters:
             bad.append(f"cluster set {c} not in the cluster list")
@@ -74,7 +80,7 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
             elif _s(row) != c:
                 bad.append(f"broker {name} in cluster set {c} but its BrokerData says {_s(row)}")
     leaving = smembers(keys.leaving)
-    for raw in r.scan_iter(match=f"{t}:broker:*"):
+    for raw in _keys(r, f"{t}:broker:*"):
         name = decode_name(_s(raw)[len(f"{t}:broker:"):])
         if r.hexists(raw, "leaving") and name not in leaving:
             bad.append(f"broker {name} marked leaving but not in the leaving set")
@@ -99,16 +105,16 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
                 bad.append(f"address {addr} ({name}/{bid}) has identity row {member}")
             if r.zscore(keys.expiry, addr) is None:
                 bad.append(f"address {addr} ({name}) has no deadline")
-    masterless = {decode_name(_s(raw)[len(f"{t}:addrs:"):]) for raw in r.scan_iter(match=f"{t}:addrs:*")
+    masterless = {decode_name(_s(raw)[len(f"{t}:addrs:"):]) for raw in _keys(r, f"{t}:addrs:*")
                   if not r.hexists(raw, "0")}
     if masterless != smembers(keys.masterless):
         bad.append(f"groups without master {sorted(masterless)}, listed as {sorted(smembers(keys.masterless))}")
-    for raw in r.scan_iter(match=f"{t}:addrs:*"):
+    for raw in _keys(r, f"{t}:addrs:*"):
         name = decode_name(_s(raw)[len(f"{t}:addrs:"):])
         if not r.exists(keys.broker(name)):
             bad.append(f"addresses of {name} without BrokerData")
     topics = smembers(keys.topics)
-    for raw in r.scan_iter(match=f"{t}:queue:*"):
+    for raw in _keys(r, f"{t}:queue:*"):
         topic, name = map(decode_name, _s(raw)[len(f"{t}:queue:"):].split(":", 1))
         if not r.exists(keys.broker(name)):
             bad.append(f"QueueData {topic}/{name} names a broker that is gone")
@@ -124,19 +130,19 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
         for name in names:
             if not r.exists(keys.queue(topic, name)):
                 bad.append(f"topic {topic} lists {name} without its QueueData")
-    for raw in r.scan_iter(match=f"{t}:topic:*"):
+    for raw in _keys(r, f"{t}:topic:*"):
         if decode_name(_s(raw)[len(f"{t}:topic:"):]) not in topics:
             bad.append(f"topic set {_s(raw)} not in the topic list")
     indexed = {_s(m) for m in r.zrange(keys.topic_index, 0, -1)}
     if indexed != topics:
         bad.append(f"topic index and topic list differ: {sorted(indexed ^ topics)[:5]}")
-    for raw in r.scan_iter(match=f"{t}:broker-topics:*"):
+    for raw in _keys(r, f"{t}:broker-topics:*"):
         name = decode_name(_s(raw)[len(f"{t}:broker-topics:"):])
         for topic in (_s(t) for t in r.hkeys(raw)):
             if not r.exists(keys.queue(topic, name)):
                 bad.append(f"broker {name} indexes topic {topic} without QueueData")
     for kind in ("live", "member", "filter"):
-        for raw in r.scan_iter(match=f"{t}:{kind}:*"):
+        for raw in _keys(r, f"{t}:{kind}:*"):
             addr = _s(raw)[len(f"{t}:{kind}:"):]
             if addr not in addr_owner:
                 bad.append(f"{kind} row of {addr}, an address in no BrokerData")
@@ -146,12 +152,12 @@ def violations(r: redis.Redis, keys: Keys = Keys()) -> list[str]:
     for raw in r.zrange(keys.expiry, 0, -1):
         if _s(raw) not in addr_owner:
             bad.append(f"deadline for {_s(raw)}, an address in no BrokerData")
-    for raw in r.scan_iter(match=f"{t}:mapping:*"):
+    for raw in _keys(r, f"{t}:mapping:*"):
         topic = decode_name(_s(raw)[len(f"{t}:mapping:"):])
         for bname in (_s(b) for b in r.hkeys(raw)):
             if not r.sismember(keys.mapped(bname), topic):
                 bad.append(f"queue mapping of {topic} by {bname} not indexed in its group's mapped set")
-    for raw in r.scan_iter(match=f"{t}:mapped:*"):
+    for raw in _keys(r, f"{t}:mapped:*"):
         bname = decode_name(_s(raw)[len(f"{t}:mapped:"):])
         for topic in smembers(raw):
             if not r.hexists(keys.mapping(topic), bname):
