@@ -25,24 +25,11 @@ local function unstage_topics(topics)
   end
 end
 
--- Whether readers skip a group's QueueData: while a staged first registration writes them
--- (its row holds 'staging': no reader sees them yet) or after its last member left with
--- more than one script should remove (its row holds 'leaving': lua/_groups.lua
--- remove_group). Every script that reads or adds QueueData for readers skips such a group
--- (the one place that rule is written). Read once per group and script: a page of topics
--- names the same few hundred groups again and again.
-local function staging_group(name)
-  local hidden = memo.staging[name]
-  if hidden == nil then
-    local row = redis.call('HMGET', K.broker(name), 'staging', 'leaving')
-    hidden = row[1] ~= false or row[2] ~= false
-    memo.staging[name] = hidden
-  end
-  return hidden
-end
-
--- The fields asked for of a group's row in one call, as staging_group's rule has it: nil
--- while readers skip the group.
+-- The fields asked for of a group's row in one call, nil while readers skip its QueueData:
+-- while a staged first registration writes them (its row holds 'staging': no reader sees
+-- them yet) or after its last member left with more than one script should remove (its row
+-- holds 'leaving': lua/_groups.lua remove_group). Every script that reads or adds
+-- QueueData for readers skips such a group (the one place that rule is written).
 local function visible_group(name, ...)
   local row = redis.call('HMGET', K.broker(name), 'staging', 'leaving', ...)
   memo.staging[name] = row[1] ~= false or row[2] ~= false
@@ -50,6 +37,15 @@ local function visible_group(name, ...)
     return nil
   end
   return {unpack(row, 3)}
+end
+
+-- Whether readers skip the group (visible_group's rule), read once per group and script:
+-- a page of topics names the same few hundred groups again and again.
+local function staging_group(name)
+  if memo.staging[name] == nil then
+    visible_group(name)
+  end
+  return memo.staging[name]
 end
 
 -- The topics of `names` a reader may list (a slice of the topic index).
