@@ -38,6 +38,7 @@ from tests.builders import identity, registration
 from tests.processes import console_script, http_status, post, start, wait_http
 from tests.redis_server import RedisServer, free_port
 from tests.test_monitoring import DASHBOARD, RULES
+from tests.waits import until_sync
 
 SCALE = 20
 # registering every second, with a timeout a busy machine's late registration does not reach
@@ -141,12 +142,9 @@ class Alerts(threading.Thread):
             return not self.active
 
 
-def until(check: Callable[[], Any], what: str, limit_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + limit_s
-    while not (result := check()):
-        assert time.monotonic() < deadline, f"{what}: not within {limit_s} s"
-        time.sleep(POLL_S)
-    return result
+def until(check: Callable[[], Any], what: str) -> Any:
+    """tests/waits.py's wait, with this module's bound and Prometheus-paced polling."""
+    return until_sync(check, WAIT_S, what, POLL_S)
 
 
 @dataclass
