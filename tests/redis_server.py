@@ -56,7 +56,17 @@ class RedisServer:
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         raise RuntimeError(f"redis-server did not start on port {self.port}:\n{tail}")
 
+    def check_aof(self) -> None:
+        """What k8s/redis-statefulset.yaml runs before every start: a crash that cut a
+        script's MULTI block in the AOF must not leave half of it for the next restart to
+        apply (tests/deploy/test_redis_aof.py)."""
+        manifest = self.dir / "appendonlydir" / "appendonly.aof.manifest"
+        if manifest.exists():
+            subprocess.run(["redis-check-aof", "--fix", str(manifest)], input=b"y\n", capture_output=True,
+                           timeout=60)
+
     def _start_once(self) -> bool:
+        self.check_aof()
         args = [
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(self.dir),
