@@ -93,8 +93,13 @@ async def worker_factory(redis_url: str) -> AsyncIterator[Any]:
     sessions: list[aiohttp.ClientSession] = []
 
     async def make(token: str | None = None, **overrides: Any) -> Worker:
-        # the scanner runs every 200 ms, so an expired broker goes within its timeout + 0.2 s
-        settings = Settings(redis_url=redis_url, scan_interval_ms=200).with_overrides(**overrides)
+        # the scanner runs every 200 ms, so an expired broker goes within its timeout + 0.2 s.
+        # The worker shares this process' event loop with the browser's driver: on a loaded
+        # machine the loop can stall past the default 1 s Redis timeout, and a call Redis
+        # answered in time then ends as a 503 on the page (seen in CI). What a page shows
+        # while Redis is down is tested with Redis stopped, which refuses at once.
+        settings = Settings(redis_url=redis_url, scan_interval_ms=200,
+                            redis_timeout_ms=10_000).with_overrides(**overrides)
         runner, url, app = await start_worker(settings)
         runners.append(runner)
         session = aiohttp.ClientSession()
