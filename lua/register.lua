@@ -123,8 +123,10 @@ local alike = not register_first and was[2] == ha_addr and was[3] == int(timeout
   and was[6] == cluster and (id ~= '0' or redis.call('HGET', K.broker(name), 'queuesIntact') == '1')
 local rewrite = register_first or was[1] ~= data_version
 if id == '0' or prime then
-  -- a staged first registration (register_stage.lua) is published by this one
-  local staged = id == '0' and redis.call('HGET', K.broker(name), 'staging')  -- the stager's master only
+  -- a staged first registration (register_stage.lua) is published by this one: the
+  -- master's, or a prime slave's, which writes its table as a master would (RocketMQ 5
+  -- shows it at once: a master that died mid-staging must not hide its slave's routes)
+  local staged = redis.call('HGET', K.broker(name), 'staging')
   -- the caller's own staging, which no other change to the group's QueueData touched since
   -- (any would have removed topicsGen): every config sent is stored as sent
   local in_place = staged and staged == own_staging and redis.call('HGET', K.broker(name), 'topicsGen') == staged

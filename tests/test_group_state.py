@@ -31,11 +31,11 @@ def table(*topics: str, fp: str = "4,4,6,0") -> bytes:
 
 
 async def register(scripts: Scripts, *topics: str, addr: str = MASTER, broker_id: int = 0, digest: str = "",
-                   staging: str = "", version: int = 1, delete_absent: bool = True) -> Registered:
+                   staging: str = "", version: int = 1, delete_absent: bool = True, acting: str = "") -> Registered:
     return await scripts.register(
         cluster="DefaultCluster", addr=addr, name="broker-a", broker_id=broker_id, ha_addr="10.0.0.1:10912",
         timeout_ms=120_000, data_version=f'{{"counter":{version}}}', keep_filters=True, delete_absent=delete_absent,
-        topics=table(*topics), filters=b"[]", channel="", digest=digest, acting="", zone="", mappings=b"[]",
+        topics=table(*topics), filters=b"[]", channel="", digest=digest, acting=acting, zone="", mappings=b"[]",
         topic_count=len(topics), state_version=0, staging=staging)
 
 
@@ -79,6 +79,17 @@ async def test_the_masters_registration_publishes_its_staging_clears_staging_and
     # topicsGen stays until the group's QueueData next change: it means nothing without staging
     assert flags(r) == {"topicsGen": generation, "queuesIntact": "1"}
     assert not r.hexists("{rmq}:stagings", "broker-a")
+
+
+async def test_a_prime_slaves_registration_publishes_a_staging_it_finds(scripts: Scripts, r: redis.Redis) -> None:
+    await staged(scripts, r)  # the master's first slice; the master then dies
+    # a 5.x slave, the group's smallest id: its table is written as a master's would be
+    # (RocketMQ 5's default keeps topics a registration leaves out)
+    await register(scripts, "S1", "T1", addr=SLAVE, broker_id=1, acting="0", delete_absent=False)
+    assert flags(r) == {} and not r.hexists("{rmq}:stagings", "broker-a")
+    for topic in ("S1", "T1", "S2"):  # S2: the master's staged pair, published with the rest
+        assert (await scripts.route(topic, False, False)).body is not None, topic
+    assert violations(r) == []
 
 
 async def test_a_first_slice_after_an_abandoned_staging_removes_its_pairs_first(scripts: Scripts, r: redis.Redis) -> None:
