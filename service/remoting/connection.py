@@ -1,4 +1,5 @@
-"""One open RocketMQ connection: as the server tracks it for its limits, and as its\nrequests' handlers see it (``CHANNEL``)."""
+"""One open RocketMQ connection: as the server tracks it for its limits, and as its
+requests' handlers see it (``CHANNEL``)."""
 
 from __future__ import annotations
 
