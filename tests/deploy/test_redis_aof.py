@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ import redis
 import tests.deploy.test_manifests as m
 from tests.deploy.test_redis_sentinel import container, docs, render  # noqa: F401  (docs: a fixture)
 from tests.redis_server import free_port
+from tests.waits import until_sync
 
 SCRIPT = "redis.call('SET', KEYS[1], '1'); redis.call('SET', KEYS[2], '2'); redis.call('SET', KEYS[3], '3')"
 
@@ -45,17 +45,18 @@ class Pod:
         args = [a for a in args if a != "$(REDIS_PASSWORD)"]
         if "--requirepass" in args:
             args.remove("--requirepass")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         client = redis.Redis(port=self.port, decode_responses=True)
-        deadline = time.monotonic() + 20
-        while True:
+
+        def answers() -> bool:
+            assert proc.poll() is None, proc.stdout.read().decode()  # type: ignore[union-attr]
             try:
-                if client.ping():
-                    return client
+                return bool(client.ping())
             except (redis.ConnectionError, redis.BusyLoadingError):
-                assert self.proc.poll() is None, self.proc.stdout.read().decode()  # type: ignore[union-attr]
-                assert time.monotonic() < deadline, "redis did not start"
-                time.sleep(0.05)
+                return False
+
+        until_sync(answers, 20, "redis-server started by the container's command")
+        return client
 
     def crash(self) -> None:
         assert self.proc is not None
@@ -70,24 +71,29 @@ class Pod:
         incr.write_bytes(raw[:raw.rindex(b"*3\r\n$3\r\nSET\r\n") + 8])
 
 
+@pytest.fixture(scope="module")
+def base() -> list[str]:
+    """The redis container's start command as k8s/ renders it."""
+    return start_command(m.one("StatefulSet", "redis", docs=render(m.K8S)))
+
+
 @pytest.fixture
 def command(docs: list[dict]) -> list[str]:  # noqa: F811  (the Sentinel variant's rendering)
     return start_command(m.one("StatefulSet", "redis", docs=docs))
 
 
 @pytest.fixture
-def pod(tmp_path: Path):
+def pod(tmp_path: Path, base: list[str]):
     if shutil.which("redis-check-aof") is None:
         pytest.skip("redis-check-aof is not installed (it comes with redis-server)")
-    base = start_command(m.one("StatefulSet", "redis", docs=render(m.K8S)))
     p = Pod(base, tmp_path)
     yield p
     if p.proc is not None and p.proc.poll() is None:
         p.crash()
 
 
-def test_both_the_base_and_the_sentinel_variant_check_the_aof_before_redis_starts(command: list[str]):
-    base = start_command(m.one("StatefulSet", "redis", docs=render(m.K8S)))
+def test_both_the_base_and_the_sentinel_variant_check_the_aof_before_redis_starts(base: list[str],
+                                                                                  command: list[str]):
     for cmd in (base, command):
         script = cmd[2]
         assert cmd[:2] == ["sh", "-c"] and "redis-check-aof --fix" in script and script.rstrip().endswith('exec "$@"')
