@@ -183,7 +183,7 @@ local filters = filter_mode == 'set' and cjson.encode(filter_servers)
 if filters and filters ~= cjson.encode(redis.call('LRANGE', K.filter(addr), 0, -1)) then
   redis.call('DEL', K.filter(addr))
   if #filter_servers > 0 then
-    redis.call('RPUSH', K.filter(addr), unpack(filter_servers))
+    variadic('RPUSH', K.filter(addr), filter_servers)
   end
   touch_group(change, name)
 end
