@@ -85,6 +85,9 @@ class Removals:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._collecting = False  # whether departed groups may have QueueData left to remove
+        # collect() calls so far: one made while a collection script runs is not overwritten
+        # by that script's answer, read before the departure that called it
+        self._collect_asks = 0
         # for /metrics
         self.removed: Counter[str] = Counter()  # brokers this worker removed, by cause
         self.failures = 0  # scripts that could not reach Redis (their entries stayed queued)
@@ -152,6 +155,7 @@ class Removals:
         the queue is empty: after this worker's own removals, and when the scanner sees
         groups leaving (another worker's, or one that stopped before it was done)."""
         self._collecting = True
+        self._collect_asks += 1
         self._wake.set()
         self.start()
 
@@ -168,8 +172,9 @@ class Removals:
                     result = await self.registry.remove_batch(
                         self.PAIR_BUDGET, [(r.addr, r.channel, r.cause) for r in batch])
                 else:  # departures first: what departed groups left is hidden from readers already
-                    result = None
-                    self._collecting = await self.registry.collect_leaving(self.COLLECT_BUDGET) > 0
+                    result, asks = None, self._collect_asks
+                    left = await self.registry.collect_leaving(self.COLLECT_BUDGET)
+                    self._collecting = left > 0 or asks != self._collect_asks
             except StoreUnavailable as e:
                 self.failures += 1
                 self._fail(e)

@@ -9,9 +9,9 @@ from aiohttp.test_utils import TestClient
 
 from service.http.app_keys import NODE, REGISTRY, SETTINGS
 from service.keys import Keys
-from service.models import RegisterRequest, validated
+from service.models import RegisterRequest, UnregisterRequest, validated
 from service.removals import CONNECTION_CLOSED, EXPIRED, Removal, Removals
-from tests.builders import registration
+from tests.builders import identity, registration
 from tests.calls import route
 from tests.tables import violations
 from tests.waits import BOUND_S, until
@@ -71,3 +71,30 @@ async def test_a_big_groups_routes_go_in_one_script_and_its_queues_are_collected
     await until(lambda: not r.exists(K.leaving) and registry.operations["collect_leaving"] >= 3, BOUND_S,
                 "the group's queues collected in three scripts")
     assert not r.exists(K.queue("T1", "broker-a")) and violations(r) == []
+
+
+async def test_a_group_leaving_while_a_collection_runs_is_collected_after_it(
+        client: TestClient, r: redis.Redis, monkeypatch) -> None:
+    # the first departure's collection finds nothing to collect; the group's last member
+    # leaves while that script runs: its answer (0 groups left) must not end the collecting
+    topics = [f"T{i}" for i in range(300)]  # more than a departure removes at once
+    master, slave = registration(addr=A1, topics=topics), registration(addr=A2, broker_id=1, topics=topics)
+    await register_on(client, master, "conn-1")
+    await register_on(client, slave, "conn-2")
+    registry = client.app[REGISTRY]
+    collect = registry.collect_leaving
+    calls = 0
+
+    async def slave_leaves_meanwhile(budget: int) -> int:
+        nonlocal calls
+        calls += 1
+        left = await collect(budget)
+        if calls == 1:
+            await registry.unregister(validated(UnregisterRequest, identity(slave), client.app[SETTINGS]))
+        return left
+
+    monkeypatch.setattr(registry, "collect_leaving", slave_leaves_meanwhile)
+    await registry.unregister(validated(UnregisterRequest, identity(master), client.app[SETTINGS]))
+    await until(lambda: not r.exists(K.leaving) and not r.exists(K.topic_index), BOUND_S,
+                "the group's queues collected after it left")
+    assert violations(r) == []

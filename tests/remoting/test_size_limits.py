@@ -1,0 +1,167 @@
+"""A broker's whole life at the first sizes past the limits its scripts meet, through each
+front: one topic past a variadic slice (lua/_basics.lua SLICE: 4,000 values a call) and one
+past Lua's unpack limit (8,000 values: LUAI_MAXCSTACK), each past the staging threshold
+(Registry.STAGE_MIN, 500) and the removal rule (lua/_groups.lua LEAVE_NOW_MAX, 256
+QueueData: the group is hidden at once and collected after). First registration (staged),
+unchanged, changed (every topic), a slave, write permission wiped and added, topic deletion,
+both members leaving, through HTTP and through RocketMQ's protocol (split in parts of 800 as
+a 5.x broker with enableSplitRegistration sends it, and whole as a 4.x broker does); every
+read answers what was registered and the tables stay consistent (tests/tables.py)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Protocol
+
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient
+
+from service.remoting import codes
+from tests import waits
+from tests.builders import identity, registration, topic_config
+from tests.remoting import broker5
+from tests.remoting.client import RemotingClient, request
+from tests.remoting.conftest import Worker
+from tests.remoting.frames import register, route
+from tests.remoting.test_split_bodies import split
+
+pytestmark = pytest.mark.usefixtures("consistent")
+
+SLICE = 4_000    # lua/_basics.lua: values a variadic call takes at once
+UNPACK = 8_000   # Lua's unpack (LUAI_MAXCSTACK): the most values one call may spread
+SIZES = [SLICE + 1, UNPACK + 1]
+
+
+class Front(Protocol):
+    async def register(self, reg: dict[str, Any]) -> None: ...
+    async def unregister(self, reg: dict[str, Any]) -> None: ...
+    async def write_perm(self, name: str, mode: str) -> int: ...
+    async def delete_topic(self, topic: str) -> None: ...
+    async def route(self, topic: str) -> dict[str, Any] | None: ...
+    async def topics(self) -> list[str]: ...
+
+
+class Http:
+    def __init__(self, http: TestClient) -> None:
+        self.http = http
+
+    async def ok(self, method: str, path: str, **kw: Any) -> Any:
+        resp = await self.http.request(method, path, **kw)
+        assert resp.status == 200, await resp.text()
+        return await resp.json()
+
+    async def register(self, reg: dict[str, Any]) -> None:
+        await self.ok("POST", "/v1/brokers/register", json=reg)
+
+    async def unregister(self, reg: dict[str, Any]) -> None:
+        await self.ok("POST", "/v1/brokers/unregister", json=identity(reg))
+
+    async def write_perm(self, name: str, mode: str) -> int:
+        return (await self.ok("POST", f"/v1/brokers/{name}/{mode}-write-perm"))[f"{mode}TopicCount"]
+
+    async def delete_topic(self, topic: str) -> None:
+        await self.ok("DELETE", f"/v1/topics/{topic}")
+
+    async def route(self, topic: str) -> dict[str, Any] | None:
+        resp = await self.http.get(f"/v1/routes/{topic}")
+        if resp.status == 404:
+            return None
+        assert resp.status == 200, await resp.text()
+        return await resp.json()
+
+    async def topics(self) -> list[str]:
+        return (await self.ok("GET", "/v1/topics"))["topicList"]
+
+
+class Tcp:
+    """RocketMQ's protocol; `parts`: register as a 5.x broker splitting its table in parts
+    of 800 topics (else whole, as 4.x does)."""
+
+    def __init__(self, rmq: RemotingClient, parts: bool) -> None:
+        self.rmq, self.parts, self.counter = rmq, parts, itertools.count(1)
+
+    async def ok(self, cmd: Any) -> Any:
+        answer = await self.rmq.call(cmd, timeout=120)
+        assert answer.code == codes.SUCCESS, answer.remark
+        return answer
+
+    async def register(self, reg: dict[str, Any]) -> None:
+        if not self.parts:
+            await self.ok(register(reg))
+            return
+        table = reg["topicConfigSerializeWrapper"]["topicConfigTable"]
+        for topics, mappings in split(table):
+            body = broker5.plain_body(topics, mappings, counter=next(self.counter))
+            await self.ok(broker5.register(body, addr=reg["brokerAddr"], name=reg["brokerName"],
+                                           broker_id=reg["brokerId"], cluster=reg["clusterName"]))
+
+    async def unregister(self, reg: dict[str, Any]) -> None:
+        ids = {k: str(v) for k, v in identity(reg).items()}
+        await self.ok(request(codes.UNREGISTER_BROKER, ids))
+
+    async def write_perm(self, name: str, mode: str) -> int:
+        code = codes.WIPE_WRITE_PERM_OF_BROKER if mode == "wipe" else codes.ADD_WRITE_PERM_OF_BROKER
+        return int((await self.ok(request(code, {"brokerName": name}))).ext_fields[f"{mode}TopicCount"])
+
+    async def delete_topic(self, topic: str) -> None:
+        await self.ok(request(codes.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}))
+
+    async def route(self, topic: str) -> dict[str, Any] | None:
+        answer = await self.rmq.call(route(topic), timeout=60)
+        if answer.code == codes.TOPIC_NOT_EXIST:
+            return None
+        assert answer.code == codes.SUCCESS, answer.remark
+        return orjson.loads(answer.body)
+
+    async def topics(self) -> list[str]:
+        answer = await self.ok(request(codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        return orjson.loads(answer.body)["topicList"]
+
+
+@pytest.fixture(params=["http", "tcp-whole", "tcp-split"])
+def front(request: pytest.FixtureRequest, worker: Worker, rmq: RemotingClient) -> Front:
+    if request.param == "http":
+        return Http(worker.http)
+    return Tcp(rmq, parts=request.param == "tcp-split")
+
+
+def sample(names: list[str]) -> list[str]:
+    """The first and last topics and one of each slice boundary's neighbours."""
+    picks = {0, len(names) - 1, SLICE - 1, SLICE, min(UNPACK, len(names) - 1)}
+    return [names[i] for i in sorted(picks) if i < len(names)]
+
+
+@pytest.mark.parametrize("n", SIZES)
+async def test_a_broker_lives_and_leaves_whole_one_topic_past_each_script_limit(front: Front, n: int) -> None:
+    names = [f"T{i:05d}" for i in range(n)]
+    master = registration(topics=names, version=1)
+    slave = registration(addr="10.0.0.2:10911", broker_id=1, topics=names, version=1)
+
+    await front.register(master)  # first: staged in slices
+    await front.register(master)  # unchanged
+    assert await front.topics() == names
+    changed = registration(topics={t: topic_config(t, perm=4) for t in names}, version=2)
+    await front.register(changed)  # every topic changed
+    for topic in sample(names):
+        got = await front.route(topic)
+        assert got is not None and [q["perm"] for q in got["queueDatas"]] == [4], topic
+
+    await front.register(slave)
+    got = await front.route(names[-1])
+    assert got is not None and got["brokerDatas"][0]["brokerAddrs"] == {"0": "10.0.0.1:10911", "1": "10.0.0.2:10911"}
+
+    assert await front.write_perm("broker-a", "add") == n
+    assert await front.write_perm("broker-a", "wipe") == n
+    await front.delete_topic(names[0])
+    assert await front.route(names[0]) is None
+
+    await front.unregister(master)
+    await front.unregister(slave)
+    for topic in sample(names):
+        assert await front.route(topic) is None, topic
+    # the group is hidden at once; its QueueData (more than 256) are collected after, in slices
+    async def listed_none() -> bool:
+        return await front.topics() == []
+
+    await waits.until(listed_none, waits.BOUND_S, "every topic collected from the list")
