@@ -33,6 +33,14 @@ def part_text(part: str) -> str:
     return text(f"_{part}")
 
 
+def constant(name: str, source: str) -> int:
+    """A script's or part's number constant (`local NAME = 1000`): a test of a limit runs
+    the first size past the limit the code has, whatever it becomes."""
+    found = re.search(rf"^local {name} = ([0-9]+)\b", text(source), re.MULTILINE)
+    assert found, f"no constant {name} in lua/{source}.lua"
+    return int(found.group(1))
+
+
 def defined(source: str) -> set[str]:
     """The names a chunk defines at its top level (local functions and variables)."""
     out: set[str] = set()

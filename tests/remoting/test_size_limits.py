@@ -1,8 +1,8 @@
 """A broker's whole life at the first sizes past the limits its scripts meet, through each
-front: one topic past a variadic slice (lua/_basics.lua SLICE: 4,000 values a call) and one
-past Lua's unpack limit (8,000 values: LUAI_MAXCSTACK), each past the staging threshold
-(Registry.STAGE_MIN, 500) and the removal rule (lua/_groups.lua LEAVE_NOW_MAX, 256
-QueueData: the group is hidden at once and collected after). First registration (staged),
+front: one QueueData past the removal rule (lua/_groups.lua LEAVE_NOW_MAX: the group is
+hidden at once and collected after), one topic past the staging threshold
+(Registry.STAGE_MIN), one past a variadic slice (lua/_basics.lua SLICE: 4,000 values a call) and one
+past Lua's unpack limit (8,000 values: LUAI_MAXCSTACK). First registration (staged),
 unchanged, changed (every topic), a slave, write permission wiped and added, topic deletion,
 both members leaving, through HTTP and through RocketMQ's protocol (split in parts of 800 as
 a 5.x broker with enableSplitRegistration sends it, and whole as a 4.x broker does); every
@@ -17,8 +17,10 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
+from service.registry import Registry
 from service.remoting import codes
 from tests import waits
+from tests.lua_source import constant
 from tests.builders import identity, registration, topic_config
 from tests.remoting import broker5
 from tests.remoting.client import RemotingClient, request
@@ -28,9 +30,10 @@ from tests.remoting.test_split_bodies import split
 
 pytestmark = pytest.mark.usefixtures("consistent")
 
-SLICE = 4_000    # lua/_basics.lua: values a variadic call takes at once
+SLICE = constant("SLICE", "_basics")  # values a variadic call takes at once
 UNPACK = 8_000   # Lua's unpack (LUAI_MAXCSTACK): the most values one call may spread
-SIZES = [SLICE + 1, UNPACK + 1]
+LEAVE_NOW_MAX = constant("LEAVE_NOW_MAX", "_groups")
+SIZES = [LEAVE_NOW_MAX + 1, Registry.STAGE_MIN + 1, SLICE + 1, UNPACK + 1]
 
 
 class Front(Protocol):
