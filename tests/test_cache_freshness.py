@@ -15,7 +15,10 @@ from service import changes
 from service.http.app_keys import CACHE, NODE
 from service.keys import ORDER_TOPIC_CONFIG, Keys
 from service.removals import EXPIRED, Removal
+from service.store import load_sources
 from tests.builders import registration, topic_config
+from tests import waits
+from tests.lua_source import constant
 
 K = Keys()
 BOUND_S = 1.0
@@ -26,6 +29,8 @@ GROUPS = ["g0", "g1", "g2"]
 async def body(client: TestClient, topic: str) -> tuple[int, bytes]:
     resp = await client.get(f"/v1/routes/{topic}")
     return resp.status, await resp.read()
+
+CHANGELOG_RETAIN = constant("CHANGELOG_RETAIN", "_changes")
 
 
 async def agree_within_bound(cached: TestClient, oracle: TestClient) -> list[str]:
@@ -175,3 +180,25 @@ async def test_a_record_arriving_while_a_poll_is_under_way_does_not_flush_the_ca
     flushes = cache.stats.flushes
     await cache.poll_once()
     assert cache.seq == 2 and cache.stats.flushes == flushes
+
+
+@pytest.mark.parametrize("gap", [CHANGELOG_RETAIN - 1, CHANGELOG_RETAIN, CHANGELOG_RETAIN + 1])
+async def test_a_gap_of_records_around_the_changelogs_retention_is_replayed_or_flushed(
+        make_client, r: redis.Redis, gap: int) -> None:
+    """A reader that lost `gap` records on the channel catches up from the changelog (kept
+    CHANGELOG_RETAIN long, lua/_changes.lua) or, past it, flushes: either way it agrees."""
+    writer, reader, oracle = await make_client(), await make_client(), await make_client(max_staleness_ms=0)
+    cache = reader.app[CACHE]
+    cache._message = lambda data: None  # every message lost
+    await writer.post("/v1/brokers/register", json=registration(name="g0", topics=POOL[:3]))
+    assert await agree_within_bound(reader, oracle) == []
+    await waits.until(lambda: cache.seq == int(r.get(K.version)), waits.BOUND_S, "the reader's poll applied the registration")
+    flushes = cache.stats.flushes
+    await writer.post("/v1/brokers/register",
+                      json=registration(name="g0", topics={"T0": topic_config("T0", write=8)}, version=2))
+    # the rest of the gap in one blocking burst, so the reader's loop polls only after it
+    put = r.register_script(load_sources()["kv_put"])
+    for i in range(gap - 1):
+        put(keys=[K.version], args=["ns", f"k{i}", "v"])
+    assert await agree_within_bound(reader, oracle) == []
+    assert cache.stats.flushes == flushes + (gap >= CHANGELOG_RETAIN)
