@@ -11,12 +11,13 @@ read answers what was registered and the tables stay consistent (tests/tables.py
 from __future__ import annotations
 
 import itertools
-from typing import Any, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
+from service.models import MAX_FILTER_SERVERS
 from service.registry import Registry
 from service.remoting import codes
 from tests import waits
@@ -135,6 +136,15 @@ def sample(names: list[str]) -> list[str]:
     return [names[i] for i in sorted(picks) if i < len(names)]
 
 
+async def collected(front: Front) -> None:
+    """A departed group is hidden from route reads at once; past LEAVE_NOW_MAX its QueueData
+    are collected after, in slices, and its topics leave the lists then."""
+    async def listed_none() -> bool:
+        return await front.topics() == []
+
+    await waits.until(listed_none, waits.BOUND_S, "every topic collected from the list")
+
+
 @pytest.mark.parametrize("n", SIZES)
 async def test_a_broker_lives_and_leaves_whole_one_topic_past_each_script_limit(front: Front, n: int) -> None:
     names = [f"T{i:05d}" for i in range(n)]
@@ -163,8 +173,49 @@ async def test_a_broker_lives_and_leaves_whole_one_topic_past_each_script_limit(
     await front.unregister(slave)
     for topic in sample(names):
         assert await front.route(topic) is None, topic
-    # the group is hidden at once; its QueueData (more than 256) are collected after, in slices
-    async def listed_none() -> bool:
-        return await front.topics() == []
+    await collected(front)
 
-    await waits.until(listed_none, waits.BOUND_S, "every topic collected from the list")
+
+@pytest.mark.parametrize("kind", ["http", "tcp-whole"])
+async def test_the_most_filter_servers_a_broker_may_name_are_in_its_route_and_one_more_is_refused(
+        kind: str, worker: Worker, rmq: RemotingClient) -> None:
+    front = Http(worker.http) if kind == "http" else Tcp(rmq, parts=False)
+    servers = [f"10.1.{i // 250}.{i % 250}:7000" for i in range(MAX_FILTER_SERVERS + 1)]
+    await front.register(registration(topics=["T"], filters=servers[:MAX_FILTER_SERVERS]))
+    got = await front.route("T")
+    assert got is not None and got["filterServerTable"] == {"10.0.0.1:10911": servers[:MAX_FILTER_SERVERS]}
+    too_many = registration(topics=["T"], filters=servers, version=2)
+    if kind == "http":
+        resp = await worker.http.post("/v1/brokers/register", json=too_many)
+        assert resp.status == 400 and "filterServerList" in await resp.text()
+    else:
+        answer = await rmq.call(register(too_many))
+        assert answer.code != codes.SUCCESS and "filterServerList" in (answer.remark or "")
+    got = await front.route("T")  # nothing changed
+    assert got is not None and got["filterServerTable"] == {"10.0.0.1:10911": servers[:MAX_FILTER_SERVERS]}
+
+
+@pytest.mark.parametrize("n", [LEAVE_NOW_MAX + 1, UNPACK + 1])
+@pytest.mark.parametrize("cause", ["connection closed", "expired"])
+async def test_a_big_group_that_departs_by_close_or_expiry_leaves_nothing_behind(
+        make_worker: Callable[..., Awaitable[Worker]], n: int, cause: str) -> None:
+    worker = await make_worker(scan_interval_ms=100)
+    client = await RemotingClient.connect(worker.port)
+    names = [f"T{i:05d}" for i in range(n)]
+    timeout = 1_000 if cause == "expired" else None
+    answer = await client.call(register(registration(topics=names, timeout_ms=timeout)), timeout=120)
+    assert answer.code == codes.SUCCESS, answer.remark
+    if cause == "connection closed":
+        await client.close()
+
+    async def departed() -> bool:
+        listed = (await (await worker.http.get("/v1/departures")).json())["departures"]
+        return [d["cause"] for d in listed] == [cause]
+
+    await waits.until(departed, waits.BOUND_S, f"the departure recorded as {cause}")
+    http = Http(worker.http)
+    for topic in sample(names):
+        assert await http.route(topic) is None, topic
+    await collected(http)
+    if cause == "expired":
+        await client.close()
