@@ -17,9 +17,11 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
+from service.keys import Keys
 from service.models import MAX_FILTER_SERVERS
 from service.registry import Registry
 from service.remoting import codes
+from service.store import load_sources
 from tests import waits
 from tests.lua_source import constant
 from tests.builders import identity, registration, topic_config
@@ -219,3 +221,21 @@ async def test_a_big_group_that_departs_by_close_or_expiry_leaves_nothing_behind
     await collected(http)
     if cause == "expired":
         await client.close()
+
+
+async def test_a_kv_namespace_past_lua_unpacks_limit_is_listed_and_answered_to_registrations_whole(
+        worker: Worker, rmq: RemotingClient, r: Any) -> None:
+    # seeded through the KV script itself, one call an entry (the reads are what is tested)
+    put = r.register_script(load_sources()["kv_put"])
+    table = {f"Topic{i:05d}": f"broker-a:{i % 16 + 1}" for i in range(UNPACK + 1)}
+    for key, value in table.items():
+        put(keys=[Keys().version], args=["ORDER_TOPIC_CONFIG", key, value])
+    answer = await rmq.call(request(codes.GET_KVLIST_BY_NAMESPACE, {"namespace": "ORDER_TOPIC_CONFIG"}))
+    assert answer.code == codes.SUCCESS and orjson.loads(answer.body) == {"table": table}
+    resp = await worker.http.get("/v1/kv/ORDER_TOPIC_CONFIG")
+    assert resp.status == 200 and await resp.json() == {"table": table}
+    # every registration's answer carries the namespace (a broker's order topic configs)
+    answer = await rmq.call(register())
+    assert answer.code == codes.SUCCESS and orjson.loads(answer.body) == {"table": table}
+    resp = await worker.http.post("/v1/brokers/register", json=registration())
+    assert resp.status == 200 and (await resp.json())["kvTable"] == table
