@@ -198,10 +198,12 @@ for other in string.gmatch(redis.call('HGET', K.member(addr), 'bodyDigest') or '
     redis.call('HDEL', K.body_digests(), other)
   end
 end
-while #kept >= MAX_BODY_DIGESTS do
-  redis.call('HDEL', K.body_digests(), table.remove(kept, 1))
+-- Full, the newest is the one left out: a split broker sends its parts in a fixed cycle,
+-- and dropping the oldest would drop the part due next, every part missing every round.
+while #kept > MAX_BODY_DIGESTS do
+  redis.call('HDEL', K.body_digests(), table.remove(kept))
 end
-if body_digest ~= '' then
+if body_digest ~= '' and #kept < MAX_BODY_DIGESTS then
   kept[#kept + 1] = body_digest
   redis.call('HSET', K.body_digests(), body_digest, addr)
 end

@@ -114,4 +114,4 @@ async def test_an_address_keeps_a_bounded_number_of_bodies(settings: Settings, r
         await reg.register(one, digest=f"d{i:04d}")
     held = r.hget("{rmq}:member:10.0.0.1:10911", "bodyDigest").split()
     assert len(held) == r.hlen("{rmq}:body-digests") == 128
-    assert held[-1] == "d0139"
+    assert held == [f"d{i:04d}" for i in range(128)]  # the newest left out: a cycle of parts keeps hitting

@@ -10,6 +10,7 @@ read answers what was registered and the tables stay consistent (tests/tables.py
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -17,10 +18,13 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
+from service.http.app_keys import REGISTRY
 from service.keys import Keys
 from service.models import MAX_FILTER_SERVERS
 from service.registry import Registry
 from service.remoting import codes
+from service.remoting.codec import MAX_FRAME
+from service.remoting.server import SMALL_FRAME
 from service.store import load_sources
 from tests import waits
 from tests.lua_source import constant
@@ -29,13 +33,14 @@ from tests.remoting import broker5
 from tests.remoting.client import RemotingClient, request
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import register, route
-from tests.remoting.test_split_bodies import split
+from tests.remoting.test_split_bodies import registration_round, split, unchanged_count
 
 pytestmark = pytest.mark.usefixtures("consistent")
 
 SLICE = constant("SLICE", "_basics")  # values a variadic call takes at once
 UNPACK = 8_000   # Lua's unpack (LUAI_MAXCSTACK): the most values one call may spread
 LEAVE_NOW_MAX = constant("LEAVE_NOW_MAX", "_groups")
+MAX_BODY_DIGESTS = constant("MAX_BODY_DIGESTS", "_groups")
 SIZES = [LEAVE_NOW_MAX + 1, Registry.STAGE_MIN + 1, SLICE + 1, UNPACK + 1]
 
 
@@ -239,3 +244,48 @@ async def test_a_kv_namespace_past_lua_unpacks_limit_is_listed_and_answered_to_r
     assert answer.code == codes.SUCCESS and orjson.loads(answer.body) == {"table": table}
     resp = await worker.http.post("/v1/brokers/register", json=registration())
     assert resp.status == 200 and (await resp.json())["kvTable"] == table
+
+
+async def test_frames_one_byte_past_the_frame_buffer_together_are_both_answered(
+        make_worker: Callable[..., Awaitable[Worker]]) -> None:
+    # the smallest buffer a worker takes holds the largest frame; one more frame over the
+    # small-frame size waits for its room (server.py) instead of failing
+    worker = await make_worker(remoting_frame_buffer_bytes=MAX_FRAME)
+    unknown = 9_999  # any request code: the frame is read whole before it is looked at
+    big, small = request(unknown, body=b"x" * (MAX_FRAME - 1024)), request(unknown, body=b"y" * (SMALL_FRAME + 1))
+    clients = [await RemotingClient.connect(worker.port) for _ in range(2)]
+    answers = await asyncio.gather(clients[0].call(big, timeout=60), clients[1].call(small, timeout=60))
+    assert [a.code for a in answers] == [codes.REQUEST_CODE_NOT_SUPPORTED] * 2
+    for c in clients:
+        await c.close()
+
+
+async def test_one_registration_past_those_in_flight_waits_for_a_turn_on_either_front(worker: Worker) -> None:
+    # each a new group's staged registration: several scripts, its turn held throughout
+    n = Registry.REGISTRATIONS_IN_FLIGHT + 1
+    bodies = [registration(addr=f"10.0.2.{g}:10911", name=f"broker-{g}", topics=[f"G{g}.T{i}" for i in range(600)])
+              for g in range(n)]
+    http = Http(worker.http)
+    clients = [await RemotingClient.connect(worker.port) for _ in bodies[::2]]  # one call at a time each
+    fronts = [http if g % 2 else Tcp(clients[g // 2], parts=False) for g in range(n)]
+    await asyncio.gather(*(front.register(body) for front, body in zip(fronts, bodies)))
+    assert worker.app[REGISTRY].busy == 0
+    assert len(await http.topics()) == n * 600
+    for c in clients:
+        await c.close()
+
+
+async def test_a_split_broker_one_part_past_the_digests_kept_takes_the_unchanged_path_for_the_rest(
+        worker: Worker, rmq: RemotingClient) -> None:
+    # splitRegistrationSize is a broker setting: parts of 2 topics make MAX_BODY_DIGESTS + 1 parts
+    # as 103,200 topics in parts of 800 would; a cyclic round past what an LRU keeps would miss
+    # every time (a part of 1 topic first would be refused, as RocketMQ 5.3 does)
+    names = [f"T{i:03d}" for i in range(2 * (MAX_BODY_DIGESTS + 1))]
+    parts = [({n: broker5.topic_config(n) for n in names[i:i + 2]}, {}) for i in range(0, len(names), 2)]
+    counter = itertools.count(1)
+    for _ in range(2):
+        await registration_round(rmq, parts, counter)
+    before = await unchanged_count(worker)
+    await registration_round(rmq, parts, counter)
+    assert await unchanged_count(worker) - before >= MAX_BODY_DIGESTS
+    assert await Tcp(rmq, parts=False).topics() == names
