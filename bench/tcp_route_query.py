@@ -47,6 +47,12 @@ _LEN = struct.Struct(">i")
 SEED_TOPICS = [TOPIC, *(f"T{i}" for i in range(99))]
 
 
+# What is read (--read), as (topic, the answer code expected): the seeded topic from the cache
+# (cached) or from Redis (uncached: the registry's workers run with RMQ_MAX_STALENESS_MS=0), or
+# a topic no broker serves (unknown: TOPIC_NOT_EXIST, from the cache).
+READS = {"cached": (TOPIC, 0), "uncached": (TOPIC, 0), "unknown": ("NoSuchTopic", 17)}
+
+
 def request_frame(opaque: int, topic: str = TOPIC) -> bytes:
     return br.route_frame(topic, opaque)
 
@@ -71,7 +77,7 @@ class Conn(asyncio.Protocol):
         opaque = self.next_opaque
         self.next_opaque += 1
         self.sent[opaque] = time.perf_counter()
-        return request_frame(opaque)
+        return request_frame(opaque, self.loader.topic)
 
     def data_received(self, data: bytes) -> None:
         buf = self.buf
@@ -96,7 +102,7 @@ class Conn(asyncio.Protocol):
             if loader.measuring:
                 loader.count += 1
                 loader.latencies.append((now - started) * 1e6)
-                if code != 0:
+                if code != loader.expected:
                     loader.errors += 1
             if not loader.stopping:
                 out.append(self._next())
@@ -126,8 +132,9 @@ def _opaque_and_code(header: bytes) -> tuple[int, int]:
 
 
 class Loader:
-    def __init__(self, port: int, connections: int, depth: int) -> None:
+    def __init__(self, port: int, connections: int, depth: int, read: tuple[str, int] = READS["cached"]) -> None:
         self.port = port
+        self.topic, self.expected = read
         self.connections = connections
         self.depth = depth
         self.count = 0
@@ -163,18 +170,19 @@ class Loader:
                 "latencies_us": self.latencies.tobytes()}
 
 
-def _loader_main(port: int, connections: int, depth: int, warmup: float, seconds: float, out: Any) -> None:
+def _loader_main(port: int, connections: int, depth: int, warmup: float, seconds: float, out: Any,
+                 read: tuple[str, int]) -> None:
     try:
         import uvloop
         uvloop.install()
     except ImportError:
         pass
-    out.send(asyncio.run(Loader(port, connections, depth).run(warmup, seconds, out)))
+    out.send(asyncio.run(Loader(port, connections, depth, read).run(warmup, seconds, out)))
     out.close()
 
 
 def load(port: int, loaders: int, connections: int, depth: int, warmup: float, seconds: float,
-         target: tcp_targets.Target) -> dict[str, Any]:
+         target: tcp_targets.Target, read: tuple[str, int] = READS["cached"]) -> dict[str, Any]:
     """One run: `loaders` processes share the connections; their numbers summed, latencies pooled.
 
     The target's CPU time is read when the first loader starts and ends its measured window.
@@ -184,7 +192,7 @@ def load(port: int, loaders: int, connections: int, depth: int, warmup: float, s
     for n in range(loaders):
         share = connections // loaders + (1 if n < connections % loaders else 0)
         recv, send = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_loader_main, args=(port, share, depth, warmup, seconds, send))
+        p = ctx.Process(target=_loader_main, args=(port, share, depth, warmup, seconds, send, read))
         p.start()
         pipes.append(recv)
         procs.append(p)
@@ -298,6 +306,9 @@ def main() -> None:
     p.add_argument("--connections", type=int, help="TCP connections in all (default 64, quick 8)")
     p.add_argument("--depth", type=int, default=8, help="requests in flight per connection (default 8)")
     p.add_argument("--loaders", type=int, default=1, help="load generator processes (default 1)")
+    p.add_argument("--read", choices=sorted(READS), default="cached",
+                   help="cached (default): the seeded route from the cache; uncached: from Redis every time "
+                        "(registry workers with RMQ_MAX_STALENESS_MS=0); unknown: a topic no broker serves")
     p.add_argument("--no-http", dest="http", action="store_false",
                    help="leave out the registry's HTTP reads of the same route (wrk, after each TCP run)")
     args = p.parse_args()
@@ -309,8 +320,9 @@ def main() -> None:
     cores = pinning.from_args(args)
     machine = machine_info()
 
+    settings = {"RMQ_MAX_STALENESS_MS": "0"} if args.read == "uncached" else {}
     runs: dict[str, list[dict[str, Any]]] = {}
-    with tcp_targets.targets(args, cores) as targets:
+    with tcp_targets.targets(args, cores, **settings) as targets:
         described = tcp_targets.describe(targets)
         seeded = {t.name: Seeded(t) for t in targets}
         try:
@@ -319,7 +331,7 @@ def main() -> None:
                 for target in tcp_targets.turns(targets, r):
                     seeded[target.name].refresh()
                     result = load(target.tcp_ports[0], args.loaders, connections, args.depth, warmup, seconds,
-                                  target)
+                                  target, READS[args.read])
                     if r < 0:
                         print(f"warm-up round, {target.name}: {result['rps']:.0f} req/s")
                         continue
@@ -382,7 +394,7 @@ def main() -> None:
         "load_generator": "Python asyncio (uvloop when importable), asyncio.Protocol per connection, "
                           f"{args.loaders} process(es); pipelined requests with distinct opaques",
         "request": "GET_ROUTEINFO_BY_TOPIC, JSON header, language JAVA, version 479 (standard JSON answer)",
-        "topic": TOPIC, "route_bytes": body_bytes,
+        "topic": TOPIC, "read": args.read, "route_bytes": body_bytes,
         "brokers": "2 groups x (master + slave), 100 topics, registered over TCP (4.9.8 JSON body)",
     }, {"summary": summary_numbers, "runs": runs}, summary, machine)
 

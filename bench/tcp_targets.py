@@ -84,7 +84,7 @@ def registry_roots(args: argparse.Namespace) -> list[tuple[str, Path]]:
 
 
 @contextlib.contextmanager
-def registry(name: str, root: Path, cores: frozenset[int], workers: int = 1) -> Iterator[Registry]:
+def registry(name: str, root: Path, cores: frozenset[int], workers: int = 1, **settings: str) -> Iterator[Registry]:
     with redis_server() as rs:
         if rs.proc is not None:
             pinning.pin(rs.proc.pid, cores)
@@ -94,7 +94,8 @@ def registry(name: str, root: Path, cores: frozenset[int], workers: int = 1) -> 
                 http_port, tcp_port = free_port(), free_port()
                 target.workers.append(Proc(
                     [sys.executable, "-m", "service", "serve", "--host", "127.0.0.1", "--port", str(http_port)],
-                    env=worker_env(rs.url, root, RMQ_REMOTING_PORT=str(tcp_port), RMQ_REMOTING_HOST="127.0.0.1"),
+                    env=worker_env(rs.url, root, RMQ_REMOTING_PORT=str(tcp_port), RMQ_REMOTING_HOST="127.0.0.1",
+                                   **settings),
                     ready_url=f"http://127.0.0.1:{http_port}/readyz", cwd=root, cores=cores))
                 target.http_ports.append(http_port)
                 target.tcp_ports.append(tcp_port)
@@ -105,11 +106,12 @@ def registry(name: str, root: Path, cores: frozenset[int], workers: int = 1) -> 
 
 
 @contextlib.contextmanager
-def targets(args: argparse.Namespace, cores: pinning.Cores, workers: int = 1) -> Iterator[list[Target]]:
-    """Every registry checkout asked for, then the Java NameServer when one is given."""
+def targets(args: argparse.Namespace, cores: pinning.Cores, workers: int = 1, **settings: str) -> Iterator[list[Target]]:
+    """Every registry checkout asked for (its workers with `settings`, RMQ_* variables), then
+    the Java NameServer when one is given."""
     home = java_namesrv.home_from_args(args)
     with contextlib.ExitStack() as stack:
-        found: list[Target] = [stack.enter_context(registry(name, root, cores.server, workers))
+        found: list[Target] = [stack.enter_context(registry(name, root, cores.server, workers, **settings))
                                for name, root in registry_roots(args)]
         if home is not None:
             found.append(stack.enter_context(java_namesrv.java_namesrv(home, cores.server, args.java_opts)))

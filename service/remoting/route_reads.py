@@ -14,6 +14,10 @@ the two) and the answers already written have not piled up (a client that does n
 its answers is pushed back by the stream's path, which waits for the write buffer). What
 the stream holds is counted here, through asyncio's public API only: the bytes this
 protocol handed the stream, less those the connection took from it (``Taken``).
+
+A frame is decoded once: the first frame ``answer`` decoded but did not answer is kept with
+its place in the stream (``decoded``), and the connection takes it from there when it
+reads that frame's bytes, instead of decoding them again.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-# payload (a frame without its length field) -> the whole answer frame, or None
-Answerer = Callable[[bytes], "bytes | None"]
+# payload (a frame without its length field) -> the whole answer frame; or the frame
+# decoded, for the stream's path to answer; or None when it could not be decoded
+Answerer = Callable[[bytes], object]
 
 
 class Taken:
@@ -55,6 +60,14 @@ class RouteReads(asyncio.StreamReaderProtocol):
         self._out: asyncio.WriteTransport | None = None
         # set by the connection once its frames may be answered here (after a PROXY header)
         self.answer: Answerer | None = None
+        # (where the frame starts in the stream, what `answer` decoded of it): one at most,
+        # since nothing more is looked at until the stream is taken up to here
+        self._decoded: tuple[int, object] | None = None
+
+    def decoded(self, at: int) -> object | None:
+        """What ``answer`` decoded of the frame starting at stream offset ``at``, once."""
+        kept, self._decoded = self._decoded, None
+        return kept[1] if kept is not None and kept[0] == at else None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._out = transport  # type: ignore[assignment]
@@ -74,7 +87,9 @@ class RouteReads(asyncio.StreamReaderProtocol):
             if length < 4 or length > self.max_frame or at + 4 + length > end:
                 break
             frame = answer(data[at + 4:at + 4 + length])
-            if frame is None:
+            if not isinstance(frame, bytes):
+                if frame is not None:
+                    self._decoded = (self.fed, frame)  # the stream starts at this frame
                 break
             answers.append(frame)
             at += 4 + length

@@ -46,7 +46,7 @@ from service.remoting.broker_handlers import SMALL_BODY
 from service.remoting.byte_budget import ByteBudget
 from service.remoting.connection import CHANNEL, Channel, Connection
 from service.remoting.dispatch import HandlerContext, dispatch
-from service.remoting.handlers import zone_asked
+from service.remoting.handlers import topic_not_exist, zone_asked
 from service.remoting.route_reads import RouteReads
 
 log = logging.getLogger(__name__)
@@ -217,6 +217,7 @@ class RemotingServer:
             if self.open_reads:
                 protocol.answer = functools.partial(self._answer_cached, conn)
             while True:
+                start = frames.count
                 try:
                     prefix = await frames.readexactly(4)
                 except asyncio.IncompleteReadError as e:
@@ -235,7 +236,8 @@ class RemotingServer:
                         conn.close("slow_frame")
                         break
                 try:
-                    cmd = codec.decode_payload(await frames.readexactly(length))
+                    payload = await frames.readexactly(length)
+                    cmd = protocol.decoded(start) or codec.decode_payload(payload)
                 except BaseException:
                     self.budget.release(reserved)
                     raise
@@ -290,24 +292,26 @@ class RemotingServer:
         of closes in a few bounded scripts and retries while Redis is unavailable."""
         self.ctx.removals.submit(Removal(addr, channel.id, CONNECTION_CLOSED) for addr in channel.brokers)
 
-    def _answer_cached(self, conn: Connection, payload: bytes) -> bytes | None:
-        """RouteReads' answerer: the answer frame to a cached route read, or None (the
-        frame then takes the stream's path, which also refuses what cannot be decoded)."""
+    def _answer_cached(self, conn: Connection, payload: bytes) -> bytes | codec.Command | None:
+        """RouteReads' answerer: the answer frame to a route read the cache answers; else the
+        frame decoded, which the stream's path then handles without decoding it again; None
+        when it cannot be decoded (the stream's path refuses it)."""
         try:
             cmd = codec.decode_payload(payload)
         except codec.FrameError:
             return None
         if cmd.code != codes.GET_ROUTEINFO_BY_TOPIC or cmd.flag & (codec.FLAG_RESPONSE | codec.FLAG_ONEWAY):
-            return None
+            return cmd
         frame = self._cached_route(cmd)
-        if frame is not None:
-            conn.last = conn.loop.time()
-            self.counts[(codes.GET_ROUTEINFO_BY_TOPIC, codes.SUCCESS)] += 1
+        if frame is None:
+            return cmd
+        conn.last = conn.loop.time()
         return frame
 
     def _cached_route(self, cmd: codec.Command) -> bytes | None:
-        """The whole answer frame to a route request the cache can answer as it is (as
-        handlers.get_route would answer it), or None to take the usual way."""
+        """The whole answer frame to a route request the cache can answer as it is, its
+        route or TOPIC_NOT_EXIST (as handlers.get_route would answer it), or None to take
+        the usual way."""
         if not self.open_reads:
             return None
         topic = cmd.ext_fields.get("topic")
@@ -315,8 +319,12 @@ class RemotingServer:
             return None  # a zone-mode read is answered filtered (handlers.get_route)
         standard = cmd.version >= codes.V4_9_4 or cmd.ext_fields.get("acceptStandardJsonOnly", "").strip().lower() == "true"
         answer = self.ctx.cache.lookup_route("tcp-std" if standard else "tcp", topic)
-        if answer is None or answer.status != 200:
+        if answer is None:
             return None
+        if answer.status != 200:
+            self.counts[(codes.GET_ROUTEINFO_BY_TOPIC, codes.TOPIC_NOT_EXIST)] += 1
+            return codec.encode(topic_not_exist(cmd, topic))
+        self.counts[(codes.GET_ROUTEINFO_BY_TOPIC, codes.SUCCESS)] += 1
         return codec.success_frame(cmd.opaque, cmd.serialize_type, answer.body, codes.V5_3_3)
 
     async def _request(self, cmd: codec.Command, conn: Connection) -> None:

@@ -98,3 +98,38 @@ async def test_reads_answered_on_arrival_are_counted_and_keep_the_connection_fro
         assert (await rmq.call(route("T2"))).code == codes.SUCCESS
     finally:
         await rmq.close()
+
+
+class RequestDecodes:
+    """Counts the request frames the worker decodes (the client decodes its answers too)."""
+
+    def __init__(self, mp: pytest.MonkeyPatch) -> None:
+        self.calls, self.real = 0, codec.decode_payload
+        mp.setattr(codec, "decode_payload", self)
+
+    def __call__(self, payload: bytes) -> codec.Command:
+        cmd = self.real(payload)
+        self.calls += not cmd.is_response
+        return cmd
+
+
+async def test_a_cached_topic_not_exist_is_answered_on_arrival(worker: Worker, rmq: RemotingClient) -> None:
+    first = await rmq.call(route("Missing"))  # read from Redis, cached as TOPIC_NOT_EXIST
+    with pytest.MonkeyPatch.context() as mp:
+        decodes = RequestDecodes(mp)
+        stream = worker.app[REMOTING]
+        dispatched = sum(n for (code, _), n in stream.counts.items() if code == codes.GET_ROUTEINFO_BY_TOPIC)
+        again = await rmq.call(route("Missing"))
+    assert (again.code, again.remark, again.body) == (first.code, first.remark, first.body)
+    assert again.code == codes.TOPIC_NOT_EXIST and decodes.calls == 1  # decoded on arrival, answered there
+    assert sum(n for (code, _), n in stream.counts.items() if code == codes.GET_ROUTEINFO_BY_TOPIC) == dispatched + 1
+
+
+@pytest.mark.parametrize("frame", [route("Uncached"), request(codes.GET_BROKER_CLUSTER_INFO)])
+async def test_a_frame_the_cache_does_not_answer_is_decoded_once(worker: Worker, rmq: RemotingClient,
+                                                                 frame: codec.Command) -> None:
+    await rmq.call(request(codes.GET_BROKER_CLUSTER_INFO))  # the connection's first frame is past
+    with pytest.MonkeyPatch.context() as mp:
+        decodes = RequestDecodes(mp)
+        answer = await rmq.call(frame)
+    assert answer.is_response and decodes.calls == 1
