@@ -156,6 +156,17 @@ if id == '0' or prime then
     end
   end
   put_queues(change, name, writes, known)
+  if returning then
+    -- the QueueData kept while it was away are seen again, changed or not: the answers read
+    -- meanwhile (no route, or one without the group) do not name it (lua/_changes.lua)
+    local kept = {}
+    for topic in pairs(known) do
+      if seen[topic] then
+        kept[#kept + 1] = topic
+      end
+    end
+    touch_reappeared(change, kept)
+  end
   if (delete_absent or returning) and rewrite then
     local absent = {}
     for topic in pairs(known) do
