@@ -166,3 +166,14 @@ def consistent(r: redis.Redis) -> Iterator[None]:
     """Asserts the invariants on the tables when the test ends."""
     yield
     assert violations(r) == []
+
+
+@pytest.fixture
+async def workers(aiohttp_client: Any, settings: Settings) -> Any:
+    """Two workers on the test Redis, each with HTTP and RocketMQ's protocol (tests/two_workers.py)."""
+    from tests.two_workers import start
+
+    made = await start(aiohttp_client, settings)
+    yield made
+    for w in made:
+        await w.rmq.close()

@@ -11,59 +11,33 @@ are all there already, so its registration writes none of them (lua/register.lua
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator
 
 import pytest
-from aiohttp.test_utils import TestClient
 
 from service.config import Settings
-from service.http.app_keys import CACHE
 from service.remoting import codec, codes
 from service.scripts import Scripts
 from service.store import Store
-from service.worker import REMOTING, create_app, install_remoting
 from tests.builders import registration
-from tests.remoting.client import RemotingClient, request
+from tests.remoting.client import request
+from tests.two_workers import Worker
 
 pytestmark = pytest.mark.usefixtures("consistent")
 
 MASTER, OTHER = "10.0.0.1:10911", "10.0.0.9:10911"
-BOUND_MS = 1_000  # RMQ_MAX_STALENESS_MS (the default): no answer is older than this
+BOUND_MS = Settings.model_fields["max_staleness_ms"].default  # RMQ_MAX_STALENESS_MS: no answer is older
 
 
-@dataclass
-class Worker:
-    http: TestClient
-    rmq: RemotingClient
-
-    @property
-    def cache(self) -> Any:
-        return self.http.app[CACHE]
-
-    async def found(self, topic: str) -> tuple[bool, bool]:
-        """Whether each front (HTTP, TCP) answers the topic's route; a route must name broker-a."""
-        resp = await self.http.get(f"/v1/routes/{topic}")
-        assert resp.status in (200, 404), await resp.text()
-        http = resp.status == 200 and "broker-a" in {q["brokerName"] for q in (await resp.json())["queueDatas"]}
-        answer = await self.rmq.call(request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
-        assert answer.code in (codes.SUCCESS, codes.TOPIC_NOT_EXIST), answer.remark
-        tcp = answer.code == codes.SUCCESS and "broker-a" in {q["brokerName"] for q in codec.loads(answer.body)["queueDatas"]}
-        return http, tcp
-
-
-@pytest.fixture
-async def workers(aiohttp_client: Any, settings: Settings) -> AsyncIterator[list[Worker]]:
-    """Two workers, each serving HTTP and RocketMQ's protocol, with the cache's default bound."""
-    made: list[Worker] = []
-    for _ in range(2):
-        app = create_app(settings.with_overrides(max_staleness_ms=BOUND_MS))
-        install_remoting(app, "127.0.0.1", 0)
-        http = await aiohttp_client(app)
-        made.append(Worker(http, await RemotingClient.connect(app[REMOTING].bound_port)))
-    yield made
-    for w in made:
-        await w.rmq.close()
+async def found(w: Worker, topic: str) -> tuple[bool, bool]:
+    """Whether each front (HTTP, TCP) answers the topic's route; a route must name broker-a."""
+    resp = await w.http.get(f"/v1/routes/{topic}")
+    assert resp.status in (200, 404), await resp.text()
+    http = resp.status == 200 and "broker-a" in {q["brokerName"] for q in (await resp.json())["queueDatas"]}
+    answer = await w.rmq.call(request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+    assert answer.code in (codes.SUCCESS, codes.TOPIC_NOT_EXIST), answer.remark
+    tcp = answer.code == codes.SUCCESS and "broker-a" in {q["brokerName"] for q in codec.loads(answer.body)["queueDatas"]}
+    return http, tcp
 
 
 @pytest.fixture
@@ -86,7 +60,7 @@ async def answers(workers: list[Worker], topics: list[str]) -> dict[str, int]:
     for topic in topics:
         out[topic] = 0
         for w in workers:
-            out[topic] += sum(await w.found(topic))
+            out[topic] += sum(await found(w, topic))
     return out
 
 
