@@ -118,3 +118,29 @@ async def test_a_leaving_group_back_past_the_tag_cap_is_read_again_without_a_flu
     sample = ["T0", "T7", "T500", "T1000"]
     assert await away_and_back(workers, scripts, reg, sample) == {t: 4 for t in sample}
     assert [w.cache.stats.flushes for w in workers] == flushes
+
+
+async def test_a_leaving_group_back_through_an_older_worker_is_read_again_once_a_collection_unmarks_it(
+        workers: list[Worker], scripts: Scripts, r: Any) -> None:
+    # an older release's registration leaves the mark (docs/upgrade.md): the next collection
+    # of this release finds the group back and unmarks it instead of collecting it
+    topics = [f"T{i}" for i in range(300)]
+    reg = registration(MASTER, topics=topics)
+    await register(workers[0], reg)
+    assert (await scripts.unregister("DefaultCluster", MASTER, "broker-a", 0)).removed
+    sample = topics[::30]
+    for w in workers:
+        await w.cache.poll_once()
+    assert await answers(workers, sample) == {t: 0 for t in sample}
+    # the older release's register.lua: the group's rows as it writes them, the mark left
+    r.hset("{rmq}:broker:broker-a", mapping={"cluster": "DefaultCluster", "brokerName": "broker-a"})
+    r.hset("{rmq}:addrs:broker-a", "0", MASTER)
+    r.sadd("{rmq}:cluster:DefaultCluster", "broker-a")
+    r.sadd("{rmq}:clusters", "DefaultCluster")
+    identity = {"brokerAddr": MASTER, "cluster": "DefaultCluster", "brokerName": "broker-a", "brokerId": "0"}
+    r.hset(f"{{rmq}}:member:{MASTER}", mapping=identity)
+    r.hset(f"{{rmq}}:live:{MASTER}", mapping=identity | {"lastUpdateTimestamp": "1", "heartbeatTimeoutMillis": "120000"})
+    r.zadd("{rmq}:expiry", {MASTER: 9e12})
+    assert (await scripts.collect_leaving(100)).count == 0
+    await asyncio.sleep(BOUND_MS / 1000)
+    assert await answers(workers, sample) == {t: 4 for t in sample}
