@@ -78,6 +78,9 @@ local function touch_reappeared(change, topics)
   for _, topic in ipairs(topics) do
     if redis.call('SCARD', K.topic(topic)) > 1 then
       shared[#shared + 1] = topic
+      if change.tag_count + #shared > TAG_CAP then
+        return touch_all(change)  -- a flush: the rest need not be read
+      end
     end
   end
   if #shared < #topics then

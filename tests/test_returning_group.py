@@ -144,3 +144,16 @@ async def test_a_leaving_group_back_through_an_older_worker_is_read_again_once_a
     assert (await scripts.collect_leaving(100)).count == 0
     await asyncio.sleep(BOUND_MS / 1000)
     assert await answers(workers, sample) == {t: 4 for t in sample}
+
+
+async def test_a_leaving_group_back_sharing_more_topics_than_the_tag_cap_is_read_again_after_a_flush(
+        workers: list[Worker], scripts: Scripts) -> None:
+    # 1,001 shared topics: one past what a record names one by one, so the record is a flush
+    topics = [f"T{i}" for i in range(1_001)]
+    await register(workers[0], registration(OTHER, name="broker-b", topics=topics))
+    reg = registration(MASTER, topics=topics)
+    await register(workers[0], reg)
+    flushes = [w.cache.stats.flushes for w in workers]
+    sample = ["T0", "T500", "T1000"]
+    assert await away_and_back(workers, scripts, reg, sample) == {t: 4 for t in sample}
+    assert all(w.cache.stats.flushes > before for w, before in zip(workers, flushes))
