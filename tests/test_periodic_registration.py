@@ -164,3 +164,17 @@ async def test_a_slave_that_became_prime_writes_the_topics_its_group_lacks_at_it
 async def _t2(w: Worker) -> bool:
     answer = await w.rmq.call(request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "T2"}))
     return (await w.http.get("/v1/routes/T2")).status == 200 and answer.code == codes.SUCCESS
+
+
+async def test_a_live_row_an_older_release_wrote_is_registered_in_full_once(workers: list[Worker], r: Any) -> None:
+    # such a row does not say what the body carried for the group (docs/upgrade.md): the
+    # unchanged path cannot set it again, so the body goes the full way, which keeps it
+    master = Broker(workers[0], "http", MASTER, 0, ["T1"], zone="zone-a")
+    await master.register()
+    r.hdel(f"{{rmq}}:live:{MASTER}", "enableActingMaster", "zoneName")
+    full = workers[0].registry.register_paths["full"]
+    await master.register()
+    assert workers[0].registry.register_paths["full"] == full + 1
+    assert r.hmget(f"{{rmq}}:live:{MASTER}", "enableActingMaster", "zoneName") == ["0", "zone-a"]
+    await master.register()
+    assert workers[0].registry.register_paths["full"] == full + 1
