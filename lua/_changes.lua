@@ -63,6 +63,32 @@ local function touch_topics(change, topics)
   end
 end
 
+-- A group readers skipped ('leaving') is seen again with QueueData it kept (register.lua: a
+-- master or prime slave back before they were collected): no answer cached meanwhile names
+-- it, so its group's tag reaches none of them. Each of `topics` (the kept QueueData it still
+-- serves) is tagged, which drops that topic's TOPIC_NOT_EXIST answers as well as its routes.
+-- Past the cap, the topics no other group serves had no route at all (TOPIC_NOT_EXIST): one
+-- '-' drops those answers; only the shared ones are tagged one by one (a flush past the cap,
+-- as touch_topics), so a big group of its own topics coming back flushes no cache.
+local function touch_reappeared(change, topics)
+  if change.tag_count + #topics <= TAG_CAP then
+    return touch_topics(change, topics)
+  end
+  local shared = {}
+  for _, topic in ipairs(topics) do
+    if redis.call('SCARD', K.topic(topic)) > 1 then
+      shared[#shared + 1] = topic
+      if change.tag_count + #shared > TAG_CAP then
+        return touch_all(change)  -- a flush: the rest need not be read
+      end
+    end
+  end
+  if #shared < #topics then
+    touch_new_topics(change)
+  end
+  touch_topics(change, shared)
+end
+
 -- When something visible changed: bumps the version and publishes the record {seq, time,
 -- tag...} on the channel and in the capped changelog, in the change's own script (no reader
 -- sees one without the other). Else the bare version: a no-op flushes no cache.

@@ -1,14 +1,6 @@
 -- Prelude part: a group's members and their removal (cascading to its QueueData).
 -- uses: keys, basics, changes, queues, members
 
-local function leave_cluster(change, cluster, name)
-  touch_group(change, name)
-  redis.call('SREM', K.cluster(cluster), name)
-  if redis.call('SCARD', K.cluster(cluster)) == 0 then
-    redis.call('SREM', K.clusters(), cluster)
-  end
-end
-
 -- Keeps the set of groups that have members but no master (brokerId 0) true after a
 -- change of the group's addresses, so /metrics counts them with one SCARD.
 local function note_master(name)
@@ -53,18 +45,6 @@ end
 -- group's smallest brokerId is noted in the change for the caller, which sends the
 -- notices to the brokers (scripts cannot); every script that changes a group's members
 -- returns notices_json(change) last. `targets`: the addresses to tell.
-
--- The smallest id of a HGETALL of addrs (flat), its address; nil when empty.
-local function min_id(flat)
-  local min, addr = nil, nil
-  for i = 1, #flat, 2 do
-    local id = tonumber(flat[i])
-    if id and (min == nil or id < min) then
-      min, addr = id, flat[i + 1]
-    end
-  end
-  return min, addr
-end
 
 -- `offline`: the address that left (its group's members are all told), or nil when a
 -- new smaller id registered (the others are told), as RouteInfoManager chooses.

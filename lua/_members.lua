@@ -1,5 +1,6 @@
--- Prelude part: an address's liveness, a registration's answer, departures.
--- uses: keys, basics
+-- Prelude part: an address's liveness, what every registration sets on its group, a
+-- registration's answer, departures.
+-- uses: keys, basics, changes
 
 -- Brokers that left, for an operator who comes late (GET /v1/departures, the dashboard), by
 -- the script that removes the broker, so exactly when it happened: a ZSET by time (ms, Redis
@@ -22,6 +23,56 @@ local function touch_live(addr, now, timeout, channel)
   redis.call('HSET', K.live(addr), 'lastUpdateTimestamp', int(now), 'channel', channel)
   redis.call('PEXPIRE', K.live(addr), timeout)
   redis.call('ZADD', K.expiry(), int(now + timeout), addr)
+end
+
+local function leave_cluster(change, cluster, name)
+  touch_group(change, name)
+  redis.call('SREM', K.cluster(cluster), name)
+  if redis.call('SCARD', K.cluster(cluster)) == 0 then
+    redis.call('SREM', K.clusters(), cluster)
+  end
+end
+
+-- The group in the cluster a registration names, and in no other (RocketMQ adds it to every
+-- cluster its members name; here a group is in one, its last registration's). `old`: the
+-- cluster its row holds (nil: a new group, whose row the caller writes).
+local function join_cluster(change, name, cluster, old)
+  if redis.call('SADD', K.cluster(cluster), name) == 1 then
+    touch_group(change, name)
+  end
+  redis.call('SADD', K.clusters(), cluster)
+  if old and old ~= cluster then
+    leave_cluster(change, old, name)
+    redis.call('HSET', K.broker(name), 'cluster', cluster)
+  end
+end
+
+-- BrokerData's enableActingMaster and zoneName, which RocketMQ sets from every registration,
+-- whichever member sends it and whatever its dataVersion (RouteInfoManager.registerBroker:
+-- setEnableActingMaster, setZoneName, a null zone too): the last one wins, so the unchanged
+-- re-registration sets them as the full one does. `was_acting`, `was_zone`: the row's (false
+-- when absent); `acting` '1'/'0'; `zone` '' for none (no field).
+local function set_group_flags(change, name, was_acting, was_zone, acting, zone)
+  if (was_acting or '0') == acting and (was_zone or '') == zone then
+    return
+  end
+  redis.call('HSET', K.broker(name), 'enableActingMaster', acting, 'zoneName', zone)
+  if zone == '' then
+    redis.call('HDEL', K.broker(name), 'zoneName')
+  end
+  touch_group(change, name)
+end
+
+-- The smallest id of a HGETALL of addrs (flat), its address; nil when empty.
+local function min_id(flat)
+  local min, addr = nil, nil
+  for i = 1, #flat, 2 do
+    local id = tonumber(flat[i])
+    if id and (min == nil or id < min) then
+      min, addr = id, flat[i + 1]
+    end
+  end
+  return min, addr
 end
 
 -- The answer to a registration: a slave learns its master when the master is alive;

@@ -27,7 +27,9 @@ for _, name in ipairs(redis.call('SRANDMEMBER', K.leaving(), 16)) do
   if done or not marked then
     -- Redis deletes the row with its last field; a row a member registered since stays
     if redis.call('HDEL', K.broker(name), 'leaving') == 1 and not marked then
-      touch_group(change, name)  -- readers see its QueueData again
+      -- readers see its QueueData again: what was cached meanwhile of its topics goes
+      touch_group(change, name)
+      touch_reappeared(change, redis.call('HKEYS', K.broker_topics(name)))
     end
     redis.call('SREM', K.leaving(), name)
   end

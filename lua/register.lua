@@ -48,22 +48,15 @@ elseif not held and acting ~= '' and topic_count == 1 then
   return finish(change, 0, 0, '', '', {}, 'refused', '')
 end
 
--- 1. clusterAddrTable
-if redis.call('SADD', K.cluster(cluster), name) == 1 then
-  touch_group(change, name)
-end
-redis.call('SADD', K.clusters(), cluster)
+-- 1. clusterAddrTable (a group that moved cluster leaves the one it was in)
+local old_cluster = redis.call('HGET', K.broker(name), 'cluster')
+join_cluster(change, name, cluster, old_cluster)
 
 -- 2. brokerAddrTable
-local old_cluster = redis.call('HGET', K.broker(name), 'cluster')
 local register_first = not old_cluster or not held
 if not old_cluster then
   touch_group(change, name)
   redis.call('HSET', K.broker(name), 'cluster', cluster, 'brokerName', name)
-elseif old_cluster ~= cluster then
-  -- a group moved cluster: keep it in exactly one cluster set
-  leave_cluster(change, old_cluster, name)
-  redis.call('HSET', K.broker(name), 'cluster', cluster)
 end
 
 -- an address belongs to one group: if it served another one, it leaves that one
@@ -97,30 +90,29 @@ end
 
 -- BrokerData's enableActingMaster and zoneName: the last registration's, as in RocketMQ
 local acting_flag = acting == '1' and '1' or '0'
-local group_row = redis.call('HMGET', K.broker(name), 'enableActingMaster', 'zoneName')
-if (group_row[1] or '0') ~= acting_flag or (group_row[2] or '') ~= zone then
-  redis.call('HSET', K.broker(name), 'enableActingMaster', acting_flag, 'zoneName', zone)
-  if zone == '' then
-    redis.call('HDEL', K.broker(name), 'zoneName')  -- none: no field
-  end
-  touch_group(change, name)
-end
+local flags = redis.call('HMGET', K.broker(name), 'enableActingMaster', 'zoneName')
+set_group_flags(change, name, flags[1], flags[2], acting_flag, zone)
 
 -- RocketMQ 5's prime slave: a 5.x slave with the smallest id of a masterless group writes its
 -- QueueData as a master would, without the write bit under enableActingMaster.
 local prime = acting ~= '' and id ~= '0' and min_id(redis.call('HGETALL', K.addrs(name))) == tonumber(id)
+-- queuesIntact as this registration leaves it: '1' for a master's table (as every release
+-- writes it), the address for a prime slave's (its unchanged re-registration checks that it
+-- is its own table that is in place, not a departed master's)
+local intact_mark = id == '0' and '1' or addr
 
 -- 3. topicQueueTable, from the master (or the prime slave) only. A QueueData is written when
 -- new, or when it differs on a first registration or a new dataVersion: one an operator
 -- deleted comes back, and an unchanged one costs a table lookup, not a call.
 local live_key = K.live(addr)
 local was = redis.call('HMGET', live_key, 'dataVersion', 'haServerAddr', 'heartbeatTimeoutMillis', 'brokerName',
-  'brokerId', 'cluster')
+  'brokerId', 'cluster', 'enableActingMaster', 'zoneName')
 -- whether the address's other bodies (a split registration's other parts) still hold: it
 -- is the address's as before, queues intact, and (step 6) changed nothing a reader sees; its
 -- dataVersion may move (a split broker moves it at every part: body digests leave it out)
 local alike = not register_first and was[2] == ha_addr and was[3] == int(timeout) and was[4] == name and was[5] == id
-  and was[6] == cluster and (id ~= '0' or redis.call('HGET', K.broker(name), 'queuesIntact') == '1')
+  and was[6] == cluster and was[7] == acting and was[8] == zone
+  and (id ~= '0' and not prime or redis.call('HGET', K.broker(name), 'queuesIntact') == intact_mark)
 local rewrite = register_first or was[1] ~= data_version
 if id == '0' or prime then
   -- a staged first registration (register_stage.lua) is published by this one: the
@@ -156,6 +148,17 @@ if id == '0' or prime then
     end
   end
   put_queues(change, name, writes, known)
+  if returning then
+    -- the QueueData kept while it was away are seen again, changed or not: the answers read
+    -- meanwhile (no route, or one without the group) do not name it (lua/_changes.lua)
+    local kept = {}
+    for topic in pairs(known) do
+      if seen[topic] then
+        kept[#kept + 1] = topic
+      end
+    end
+    touch_reappeared(change, kept)
+  end
   if (delete_absent or returning) and rewrite then
     local absent = {}
     for topic in pairs(known) do
@@ -166,14 +169,14 @@ if id == '0' or prime then
     drop_queues(change, name, absent)
   end
   put_mappings(change, mappings)
-  if id == '0' then
-    redis.call('HSET', K.broker(name), 'queuesIntact', '1')  -- every QueueData of its config is in place
-  end
+  redis.call('HSET', K.broker(name), 'queuesIntact', intact_mark)  -- every QueueData of its config is in place
 end
 
--- 4. brokerLiveTable, with the key TTL and the deadline index
+-- 4. brokerLiveTable, with the key TTL and the deadline index; and what the address sent that
+-- RocketMQ sets on its group at every registration, which register_unchanged.lua sets again
 redis.call('HSET', live_key, 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name, 'brokerId', id,
-  'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout), 'dataVersion', data_version)
+  'haServerAddr', ha_addr, 'heartbeatTimeoutMillis', int(timeout), 'dataVersion', data_version,
+  'enableActingMaster', acting, 'zoneName', zone)
 touch_live(addr, now_ms(), timeout, channel)
 redis.call('HSET', K.member(addr), 'brokerAddr', addr, 'cluster', cluster, 'brokerName', name, 'brokerId', id)
 

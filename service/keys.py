@@ -39,16 +39,18 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # BrokerData: the group's cluster and name; as its last registration sent them, whether
     # it runs with enableActingMaster ('1'/'0') and its zoneName; for the scripts:
     # queuesIntact ('1': every QueueData its master registered is in place, so an unchanged
-    # re-registration may take the fast path), topicsGen (the generation of a staging under
+    # re-registration may take the fast path; a 5.x prime slave's address: its table is), topicsGen (the generation of a staging under
     # way; any other change to the group's QueueData removes it, making that staging stale),
     # staging (a staged first registration is under way: readers skip the group), leaving
     # (its last member left; its QueueData are being collected: readers skip the group)
     "broker": ("cluster", "brokerName", "enableActingMaster", "zoneName", "queuesIntact", "topicsGen", "staging",
                "leaving"),
     # BrokerLiveInfo, with a key TTL: channel is the id of the remoting connection that
-    # last registered or refreshed it ('' over HTTP), which alone may remove it on close
+    # last registered or refreshed it ('' over HTTP), which alone may remove it on close;
+    # enableActingMaster ('1'/'0', '' from a broker before 5.0) and zoneName ('' none) as its
+    # last full registration sent them, which its unchanged ones set on the group again
     "live": ("brokerAddr", "cluster", "brokerName", "brokerId", "haServerAddr", "lastUpdateTimestamp",
-             "heartbeatTimeoutMillis", "dataVersion", "channel"),
+             "heartbeatTimeoutMillis", "dataVersion", "channel", "enableActingMaster", "zoneName"),
     # an address's identity, no TTL (for the expiry cascade); bodyDigest: the digests (space
     # separated) of the bodies the address may be found by, their keys in body-digests (a
     # split registration's parts: several)

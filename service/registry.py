@@ -230,12 +230,14 @@ class Registry:
     async def register_unchanged(self, digest: str, channel: str = "", data_version: str = "") -> dict[str, Any] | None:
         """The answer when ``digest`` is a body an address registered in full and nothing
         changed since (liveness refreshed; ``data_version``, the canonical dataVersion of a
-        body digested without it, stored); None when a full registration is needed."""
-        answer = await self.scripts.register_unchanged(digest, channel, data_version)
-        if answer is None:
+        body digested without it, stored; what RocketMQ sets on the group at every
+        registration set from it: its cluster, enableActingMaster and zoneName); None when a
+        full registration is needed."""
+        result = await self.scripts.register_unchanged(digest, channel, data_version)
+        if result.answer is None:
             return None
-        self.operations["register_unchanged"] += 1
-        return _answer(answer)
+        self._applied("register_unchanged", result.change)
+        return _answer(result.answer)
 
     # A master whose group is new and that registers this many topics or more is staged
     # (lua/register_stage.lua) in slices of STAGE_SLICE, so that no script runs long.

@@ -55,6 +55,11 @@ class Registered(NamedTuple):
     notices: list[dict[str, Any]]
 
 
+class Refreshed(NamedTuple):
+    change: Any  # a group's cluster, enableActingMaster or zoneName set again: its record
+    answer: Answer | None  # None: the body must be registered in full
+
+
 class Staged(NamedTuple):
     change: Any
     status: str  # 'staged', 'published', 'cleaning' or 'stale' (lua/register_stage.lua)
@@ -124,12 +129,12 @@ class Scripts:
         r = await self.store.run("register_stage", [name, generation, topics])
         return Staged(r[0], text(r[1]), str(text(r[2])) if len(r) > 2 else "")  # 'cleaning' counts as an integer
 
-    async def register_unchanged(self, digest: str, channel: str, data_version: str = "") -> Answer | None:
+    async def register_unchanged(self, digest: str, channel: str, data_version: str = "") -> Refreshed:
         """lua/register_unchanged.lua: the answer when the body of `digest` is one its
-        address registered in full (liveness refreshed; `data_version`, when given, stored),
-        else None."""
+        address registered in full (liveness refreshed; `data_version`, when given, stored;
+        the group's cluster, enableActingMaster and zoneName set from it), else None."""
         r = await self.store.run("register_unchanged", [digest, channel, data_version])
-        return _answer(*r[2:6]) if int(r[1]) else None
+        return Refreshed(r[0], _answer(*r[2:6]) if int(r[1]) else None)
 
     async def heartbeat(self, addr: str, name: str, broker_id: int, channel: str) -> str | None:
         """lua/heartbeat.lua: the stored dataVersion ('' when none) when the broker is

@@ -122,12 +122,13 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
     yield redis_server.url
 
 
-from typing import Any, Awaitable, Callable  # noqa: E402
+from typing import Any, AsyncIterator, Awaitable, Callable  # noqa: E402
 
 from aiohttp.test_utils import TestClient  # noqa: E402
 
 from service.worker import create_app  # noqa: E402
 from service.config import Settings  # noqa: E402
+from tests import two_workers  # noqa: E402
 from tests.tables import violations  # noqa: E402
 
 # The scanner stays out of the way unless a test asks for it.
@@ -166,3 +167,12 @@ def consistent(r: redis.Redis) -> Iterator[None]:
     """Asserts the invariants on the tables when the test ends."""
     yield
     assert violations(r) == []
+
+
+@pytest.fixture
+async def workers(aiohttp_client: Any, settings: Settings) -> AsyncIterator[list[two_workers.Worker]]:
+    """Two workers on the test Redis, each with HTTP and RocketMQ's protocol (tests/two_workers.py)."""
+    made = await two_workers.start(aiohttp_client, settings)
+    yield made
+    for w in made:
+        await w.rmq.close()

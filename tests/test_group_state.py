@@ -86,7 +86,8 @@ async def test_a_prime_slaves_registration_publishes_a_staging_it_finds(scripts:
     # a 5.x slave, the group's smallest id: its table is written as a master's would be
     # (RocketMQ 5's default keeps topics a registration leaves out)
     await register(scripts, "S1", "T1", addr=SLAVE, broker_id=1, acting="0", delete_absent=False)
-    assert flags(r) == {} and not r.hexists("{rmq}:stagings", "broker-a")
+    # its own table is in place: marked with its address (a master's is '1')
+    assert flags(r) == {"queuesIntact": SLAVE} and not r.hexists("{rmq}:stagings", "broker-a")
     for topic in ("S1", "T1", "S2"):  # S2: the master's staged pair, published with the rest
         assert (await scripts.route(topic, False, False)).body is not None, topic
     assert violations(r) == []
@@ -118,18 +119,29 @@ async def test_a_slaves_registration_does_not_mark_queues_intact(scripts: Script
     assert flags(r) == {}
 
 
+async def test_a_prime_slaves_registration_marks_queues_intact_with_its_address(scripts: Scripts, r: redis.Redis) -> None:
+    # two topics each: a 5.x broker's one-topic registration from a new id is refused
+    await register(scripts, "T1", "T2")
+    await register(scripts, "T1", "T2", addr=SLAVE, broker_id=1, acting="0")
+    assert flags(r) == {"queuesIntact": "1"}  # not prime: the master's table stays marked
+    await scripts.unregister("DefaultCluster", MASTER, "broker-a", 0)
+    await register(scripts, "T1", "T2", addr=SLAVE, broker_id=1, acting="0", digest="s1")
+    assert flags(r) == {"queuesIntact": SLAVE}
+    assert (await scripts.register_unchanged("s1", "")).answer is not None
+
+
 async def test_a_queue_written_by_another_script_clears_queues_intact(scripts: Scripts, r: redis.Redis) -> None:
     await register(scripts, "T1", digest="d1")
     assert (await scripts.register_topic("T2", [("broker-a", 8, 8, 6, 0)])).count == 1  # put_queues
     assert flags(r) == {}
-    assert await scripts.register_unchanged("d1", "") is None  # the master must register in full
+    assert (await scripts.register_unchanged("d1", "")).answer is None  # the master must register in full
 
 
 async def test_a_dropped_queue_clears_queues_intact(scripts: Scripts, r: redis.Redis) -> None:
     await register(scripts, "T1", "T2", digest="d1")
     await scripts.delete_topic("T2", "")  # drop_queues
     assert flags(r) == {}
-    assert await scripts.register_unchanged("d1", "") is None
+    assert (await scripts.register_unchanged("d1", "")).answer is None
 
 
 async def test_the_groups_last_member_leaving_deletes_its_row_and_flags(scripts: Scripts, r: redis.Redis) -> None:
@@ -197,7 +209,7 @@ def digests(r: redis.Redis, addr: str = MASTER) -> list[str]:
 async def test_a_registration_records_its_body_digest_for_its_address(scripts: Scripts, r: redis.Redis) -> None:
     await register(scripts, "T1", digest="d1")
     assert digests(r) == ["d1"] and r.hget("{rmq}:body-digests", "d1") == MASTER
-    assert (await scripts.register_unchanged("d1", "")) is not None
+    assert (await scripts.register_unchanged("d1", "")).answer is not None
 
 
 async def test_a_registration_that_changes_nothing_visible_keeps_the_addresses_earlier_digests(
@@ -212,7 +224,7 @@ async def test_a_registration_that_changes_the_tables_forgets_the_addresses_earl
     await register(scripts, "T1", digest="d1")
     await register(scripts, "T1", "T2", digest="d2", version=2)
     assert digests(r) == ["d2"] and not r.hexists("{rmq}:body-digests", "d1")
-    assert await scripts.register_unchanged("d1", "") is None
+    assert (await scripts.register_unchanged("d1", "")).answer is None
 
 
 async def test_the_address_leaving_forgets_its_digests(scripts: Scripts, r: redis.Redis) -> None:
