@@ -21,7 +21,7 @@ from service.remoting import codes
 from service.scripts import Scripts
 from service.store import Store
 from tests.builders import identity, registration
-from tests.processes import console_script, http_status, post, start, wait_http
+from tests.processes import Worker, console_script, http_status, post, start, wait_http
 from tests.redis_server import RedisServer, free_port
 from tests.remoting import frames
 from tests.remoting.client import RemotingClient
@@ -108,48 +108,10 @@ K = Keys()
 BIG = 3_000  # QueueData of the departing group: past LEAVE_NOW_MAX (256), collected in slices
 
 
-class Worker:
-    """A worker process with both fronts on free ports (the `workers` fixture kills what a
-    failed test left running)."""
-
-    started: list["Worker"] = []
-
-    def __init__(self, redis_url: str, **env: str) -> None:
-        self.http, self.remoting = free_port(), free_port()
-        self.base = f"http://127.0.0.1:{self.http}"
-        self.proc = start([console_script("rmq-registry"), "serve", "--host", "127.0.0.1", "--port", str(self.http)],
-                          env={"REDIS_URL": redis_url, "RMQ_REMOTING_PORT": str(self.remoting),
-                               "RMQ_REMOTING_HOST": "127.0.0.1", **env})
-        Worker.started.append(self)
-        wait_http(f"{self.base}/readyz", limit_s=60)  # a loaded machine starts it slowly
-
-    def queued(self) -> float:
-        """rmq_removals_queued of its /metrics."""
-        with urllib.request.urlopen(f"{self.base}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith("rmq_removals_queued "))
-
-    def stop(self) -> str:
-        """SIGTERM; its output once it exited 0."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-        out = self.proc.communicate()[0].decode()
-        assert code == 0, out
-        return out
-
-
 @pytest.fixture(autouse=True)
 def workers() -> Iterator[None]:
     yield
-    while Worker.started:
-        proc = Worker.started.pop().proc
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    Worker.kill_left()
 
 
 def group_queues(r: redis.Redis, name: str) -> int:
@@ -191,7 +153,7 @@ async def test_sigterm_during_a_close_storm_removes_every_closed_broker_before_e
     # Redis holds every write for longer than the 2 s a stop used to give its queue
     r.execute_command("CLIENT", "PAUSE", 4000, "WRITE")
     await asyncio.gather(*(c.close() for c in clients))
-    until_sync(lambda: worker.queued() == 60, BOUND_S, "the worker queued every close")
+    until_sync(lambda: worker.metric("rmq_removals_queued") == 60, BOUND_S, "the worker queued every close")
     out = worker.stop()
     assert r.smembers(K.clusters) == set() and not r.exists(K.leaving), out
     assert r.keys(f"{K.tag}:queue:*") == [] and r.zcard(K.expiry) == 0
@@ -256,7 +218,7 @@ async def test_a_stop_that_cannot_reach_redis_gives_up_at_its_drain_time_and_say
         clients.append(client)
     own_redis.stop()
     await asyncio.gather(*(c.close() for c in clients))
-    until_sync(lambda: worker.queued() == 3, BOUND_S, "the worker queued every close")
+    until_sync(lambda: worker.metric("rmq_removals_queued") == 3, BOUND_S, "the worker queued every close")
     sent = time.monotonic()
     out = worker.stop()
     assert time.monotonic() - sent < 1.5 + 3  # its drain time, and the process' own exit
