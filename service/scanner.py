@@ -71,9 +71,9 @@ class Hearing:
         self.stalls = 0  # stalls of the loop seen
 
     def deaf(self, why: str = "") -> None:
-        """Holds expiries back for GRACE_S from now; `why`, when given, is logged (a failed
-        pass is not: the outage is logged already, once per burst)."""
-        if why:
+        """Holds expiries back for GRACE_S from now; `why`, when given, is logged unless
+        expiries are held back already (a failed pass is not: the outage is logged already)."""
+        if why and self.expiring():
             log.warning("%s: no broker expires on this worker for the next %.0f s, so heartbeats sent meanwhile are "
                         "applied first", why, self.GRACE_S)
         self.deaf_until = time.monotonic() + self.GRACE_S

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 
 import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
+from service.config import Settings
 from service.http.app_keys import NODE, REGISTRY, SCANNER
 from service.keys import Keys
 from service.removals import EXPIRED, Removal
 from service.scanner import Hearing
 from tests.builders import identity, registration
 from tests.calls import register, route
+from tests.redis_server import RedisServer
 from tests.tables import violations
 from tests.waits import BOUND_S, until
 
@@ -181,3 +185,25 @@ async def test_a_scan_right_after_the_workers_loop_stalled_expires_nothing_until
     assert await route(client, "TopicTest") is not None
     await until(scanner.hearing.expiring, Hearing.GRACE_S + BOUND_S, "the grace over")
     assert await scanner.scan_once() == 1
+
+
+@pytest.mark.slow
+async def test_the_first_scans_after_redis_returns_expire_nothing_until_the_grace_is_over(
+        aiohttp_client, own_redis: RedisServer) -> None:
+    from service.worker import create_app
+
+    client = await aiohttp_client(create_app(Settings(redis_url=own_redis.url, scan_interval_ms=SCAN_MS,
+                                                      redis_timeout_ms=300)))
+    scanner = client.app[SCANNER]
+    await register(client, registration(timeout_ms=TIMEOUT_MS))
+    assert own_redis.proc is not None
+    os.kill(own_redis.proc.pid, signal.SIGSTOP)  # frozen past the broker's deadline: no heartbeat could land
+    try:
+        await until(lambda: scanner.stats.failures >= 2, BOUND_S, "scans failing")
+        await asyncio.sleep(TIMEOUT_MS / 1000)
+    finally:
+        os.kill(own_redis.proc.pid, signal.SIGCONT)
+    passes = scanner.stats.passes
+    await until(lambda: scanner.stats.passes > passes, BOUND_S, "a scan through again")
+    assert await route(client, "TopicTest") is not None  # heard out first
+    await until(lambda: scanner.stats.expired == 1, Hearing.GRACE_S + BOUND_S, "expired after the grace")
