@@ -102,7 +102,7 @@ def test_sigterm_answers_a_waiting_watch_at_once(redis_url: str) -> None:
 
 # ---------------------------------------------------------------------- work under way at SIGTERM
 # A worker stopped by SIGTERM finishes, within its drain time, the background work it began
-# (docs/design.md, "Stopping"): one test per kind, each on a real process and the test
+# (docs/design.md, "Stop"): one test per kind, each on a real process and the test
 # redis-server, each checked against the tables' invariants once the worker has exited.
 K = Keys()
 BIG = 3_000  # QueueData of the departing group: past LEAVE_NOW_MAX (256), collected in slices
