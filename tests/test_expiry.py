@@ -89,7 +89,8 @@ async def test_a_live_row_outlives_its_deadline_until_a_scan_removes_it(client: 
     assert await route(client, "TopicTest") is not None
 
 
-async def test_a_heartbeat_past_the_deadline_before_any_scan_keeps_the_broker(client: TestClient, r: redis.Redis) -> None:
+async def test_a_heartbeat_past_the_deadline_before_any_scan_keeps_the_broker(client: TestClient,
+                                                                             r: redis.Redis) -> None:
     reg = registration(timeout_ms=300)
     await register(client, reg)
     await ran_out(r, "10.0.0.1:10911")

@@ -1,11 +1,12 @@
-"""A stall of the machine against an acting-master group (issue 39, Why 7): its two members
-heartbeat over RocketMQ's protocol as 5.3.3 brokers do (BROKER_HEARTBEAT, oneway, no
-brokerId, every brokerHeartbeatInterval) with a timeout as short as that interval allows
-(brokerNotActiveTimeoutMillis), both scaled down here. The worker and its redis-server are
-stopped (SIGSTOP) for longer than the timeout, then resumed. RocketMQ's NameServer expires
-a broker only when a scan finds lastUpdateTimestamp + timeout < now, so a heartbeat read
-before that scan keeps it; the registry must keep them too, and still expire a broker that
-stays silent once the stall is over (docs/design.md, "Expiry")."""
+"""A stall of the machine against an acting-master group, as once seen with real 5.3.3
+brokers: its two members heartbeat over RocketMQ's protocol as 5.3.3 brokers do
+(BROKER_HEARTBEAT, oneway, no brokerId, every brokerHeartbeatInterval) with a timeout as
+short as that interval allows (brokerNotActiveTimeoutMillis), both scaled down here. The
+worker and its redis-server are stopped (SIGSTOP) for longer than the timeout, then
+resumed. RocketMQ's NameServer expires a broker only when a scan finds
+lastUpdateTimestamp + timeout < now, so a heartbeat read before that scan keeps it; the
+registry must keep them too, and still expire a broker that stays silent once the stall
+is over (docs/design.md, "channel destroy / expiry")."""
 
 from __future__ import annotations
 
