@@ -32,8 +32,6 @@ from service.store import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-SCANNER_TASK = "expiry-scanner"
-
 
 class Node:
     def __init__(self, settings: Settings, store: Store | None = None) -> None:
@@ -56,6 +54,7 @@ class Node:
         self.stopping = False
         self._stop_by: float | None = None  # monotonic time by which the stop must be done (begin_stopping)
         self._tasks: list[asyncio.Task[None]] = []
+        self._scanning: asyncio.Task[None] | None = None  # the scanner's, among _tasks
 
     async def start(self) -> None:
         settings = self.settings
@@ -73,8 +72,9 @@ class Node:
         except StoreUnavailable as e:  # it answered a moment ago: serve, 503 until it is back
             log.warning("Redis unavailable at start (%s); serving 503 until it returns", e)
         self.removals.start()
+        self._scanning = asyncio.create_task(self.scanner.run(), name="expiry-scanner")
         self._tasks = [
-            asyncio.create_task(self.scanner.run(), name=SCANNER_TASK),
+            self._scanning,
             asyncio.create_task(self.cache.run_poller(), name="version-poller"),
             asyncio.create_task(self.cache.run_listener(), name="change-listener"),
         ]
@@ -97,7 +97,7 @@ class Node:
         removals and the departed groups' collections; then stops the rest. The scanner
         goes first: it would only begin more."""
         stop_by = self._stop_by if self._stop_by is not None else time.monotonic() + self.STOP_LIMIT_S
-        await self._cancel([t for t in self._tasks if t.get_name() == SCANNER_TASK])
+        await self._cancel([self._scanning] if self._scanning is not None else [])
         await self.registry.finish_registrations(stop_by - time.monotonic())
         await self.removals.stop(stop_by - time.monotonic())
         await self._cancel(self._tasks)
