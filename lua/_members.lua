@@ -17,11 +17,19 @@ local function record_departure(addr, name, cluster, id, cause, now)
   redis.call('ZREMRANGEBYRANK', K.departures(), 0, -(DEPARTURES_RETAIN + 1))
 end
 
--- Brings a live row's deadline to now + its timeout (key TTL and index together); `channel`:
--- the connection that refreshed it, which owns the address now (lua/remove_batch.lua).
+-- How long a live row outlives its deadline. A broker is expired when a scan finds its
+-- deadline passed (RocketMQ's scanNotActiveBroker: lastUpdateTimestamp + timeout < now),
+-- not at the deadline itself: until that scan, a heartbeat, a query-data-version or a
+-- registration that arrives late (after a stall) finds its row and brings the deadline
+-- forward, as in RocketMQ. The key TTL is only a backstop for a store no worker scans.
+local LIVE_ROW_MARGIN_MS = 60000
+
+-- Brings a live row's deadline to now + its timeout (the index; the key's TTL a margin
+-- later); `channel`: the connection that refreshed it, which owns the address now
+-- (lua/remove_batch.lua).
 local function touch_live(addr, now, timeout, channel)
   redis.call('HSET', K.live(addr), 'lastUpdateTimestamp', int(now), 'channel', channel)
-  redis.call('PEXPIRE', K.live(addr), timeout)
+  redis.call('PEXPIRE', K.live(addr), timeout + LIVE_ROW_MARGIN_MS)
   redis.call('ZADD', K.expiry(), int(now + timeout), addr)
 end
 

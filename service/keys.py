@@ -174,7 +174,8 @@ class Keys:
 
     # -- brokerLiveTable
     def live(self, addr: str) -> str:
-        """HASH row, fields ``FIELDS["live"]``, with a key TTL equal to the broker's timeout."""
+        """HASH row, fields ``FIELDS["live"]``, with a key TTL a minute past the broker's deadline
+        (a backstop: the scanner removes it at the first pass past the deadline)."""
         return f"{self.tag}:live:{addr}"
 
     @property

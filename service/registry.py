@@ -207,6 +207,7 @@ class Registry:
         # to be collected (service/removals.py collect)
         self.on_departure: Callable[[], None] | None = None
         self._turns = asyncio.Semaphore(self.REGISTRATIONS_IN_FLIGHT)
+        self._running: set[asyncio.Task[dict[str, Any]]] = set()  # registrations under way
         self.busy = 0  # registrations refused as busy (for /metrics)
         # one line per burst of refusals, the rest counted at its end
         self._busy_log = WindowedLog(log, self.BUSY_LOG_S, ("registration refused as busy",
@@ -261,10 +262,39 @@ class Registry:
             await asyncio.wait_for(self._turns.acquire(), 2 * self.settings.redis_timeout_ms / 1000)
         except asyncio.TimeoutError:
             self._refuse_busy(req)
+        # once begun, a registration runs to its end whatever becomes of its caller (a
+        # connection closed, a worker stopping): a staged one is several scripts, and one
+        # cut between them would leave its slices written and never published
+        task = asyncio.ensure_future(self._register_in_turn(req, channel, digest))
+        self._running.add(task)
+        task.add_done_callback(self._registered)
+        return await asyncio.shield(task)
+
+    async def _register_in_turn(self, req: RegisterRequest, channel: str, digest: str) -> dict[str, Any]:
         try:
             return await self._register(req, channel, digest)
         finally:
             self._turns.release()
+
+    def _registered(self, task: asyncio.Task[dict[str, Any]]) -> None:
+        self._running.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller gone meanwhile no longer reads it
+
+    async def finish_registrations(self, limit_s: float) -> int:
+        """Waits up to `limit_s` for the registrations under way to end (a worker stopping),
+        then cancels what is left: how many were cancelled. A staging cut so is hidden from
+        readers and removed by its broker's next registration (lua/register_stage.lua)."""
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=max(0.0, limit_s))
+        cut = [t for t in self._running if not t.done()]
+        for task in cut:
+            task.cancel()
+        if cut:
+            log.warning("stopping with %d registration(s) unfinished: cancelled (their brokers register again on their "
+                        "next round)", len(cut))
+            await asyncio.wait(cut)
+        return len(cut)
 
     def _refuse_busy(self, req: RegisterRequest) -> NoReturn:
         self.busy += 1

@@ -85,9 +85,7 @@ class Removals:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._collecting = False  # whether departed groups may have QueueData left to remove
-        # collect() calls so far: one made while a collection script runs is not overwritten
-        # by that script's answer, read before the departure that called it
-        self._collect_asks = 0
+        self._collect_asks = 0  # collect() calls: one made while a collection script runs outlives its '0 left'
         # for /metrics
         self.removed: Counter[str] = Counter()  # brokers this worker removed, by cause
         self.failures = 0  # scripts that could not reach Redis (their entries stayed queued)
@@ -104,15 +102,25 @@ class Removals:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="removals")
 
+    @property
+    def busy(self) -> bool:
+        """Whether it has work it began: removals queued, or departed groups' QueueData to
+        collect (lua/collect_leaving.lua said some are left, or a departure flagged them)."""
+        return bool(self._queued) or self._collecting
+
     async def stop(self, limit_s: float = 2.0) -> None:
-        """Gives the queue up to `limit_s` to empty, then stops the drainer; what is still
-        queued is left to the brokers' deadlines and any worker's scanner."""
+        """Finishes what it began, for up to `limit_s` (the worker's drain time): every
+        queued removal and the collection of departed groups' QueueData; then stops the
+        drainer. What is still undone then (Redis unreachable the whole time) is left to
+        the brokers' deadlines and to any worker's scanner, this one's next start included:
+        a collection is found by its mark in Redis ({rmq}:leaving), whoever began it."""
         deadline = time.monotonic() + limit_s
-        while self._queued and self._task is not None and not self._task.done() and time.monotonic() < deadline:
+        while self.busy and self._task is not None and not self._task.done() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        if self._queued:
-            log.warning("stopping with %d broker removal(s) queued: left to their deadlines and the scanner",
-                        len(self._queued))
+        if self.busy:
+            log.warning("stopping with %d broker removal(s) queued%s: left to their deadlines and the scanner of "
+                        "any worker", len(self._queued),
+                        " and departed groups' QueueData to collect" if self._collecting else "")
         self._retry_log.close()
         if self._task is not None:
             while not self._task.done():  # cancel until done (a wait_for may swallow one)
@@ -174,7 +182,8 @@ class Removals:
                 else:  # departures first: what departed groups left is hidden from readers already
                     result, asks = None, self._collect_asks
                     left = await self.registry.collect_leaving(self.COLLECT_BUDGET)
-                    self._collecting = left > 0 or asks != self._collect_asks
+                    # a departure told meanwhile may have marked a group after the script ran
+                    self._collecting = left > 0 or self._collect_asks != asks
             except StoreUnavailable as e:
                 self.failures += 1
                 self._fail(e)

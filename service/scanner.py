@@ -5,6 +5,15 @@ now), so it costs O(expired), not O(brokers). The due addresses go to the worker
 removal path (service/removals.py), which removes them in batches and checks each
 deadline again, so a heartbeat that lands between the read and the removal wins, and
 several workers scanning at once do no harm.
+
+A broker is expired when a pass finds its deadline passed, as RocketMQ's
+scanNotActiveBroker does (lastUpdateTimestamp + timeout < now, every 5 s): until then its
+live row is kept (lua/_members.lua) and a late heartbeat still refreshes it. Java's scanner
+thread stalls with its process; a worker's deadlines are Redis time, which runs on while
+the worker is stopped. So after this worker could not hear its brokers (its event loop
+stalled: the process or its machine stopped; or its scans could not reach Redis), its
+passes expire nothing for GRACE_S: the heartbeats sent meanwhile, waiting unread in its
+sockets or sent again as the brokers resume, are applied first (``Hearing``).
 """
 
 from __future__ import annotations
@@ -44,6 +53,44 @@ class ScanStats:
     failing: bool = False  # the last pass failed
 
 
+class Hearing:
+    """Whether this worker could hear its brokers lately: a tick every TICK_S notes a stall of
+    the event loop (a tick STALL_S late or more); a failed pass notes Redis out of reach.
+    Either holds expiries back for GRACE_S from then (the scanner asks ``expiring``)."""
+
+    TICK_S = 0.25
+    # a tick this late: the loop did not run (the process stopped, its machine stalled, or
+    # something blocked the loop); a loaded machine delays ticks by far less
+    STALL_S = 1.0
+    # what a broker that went unheard gets to be heard before anything expires: RocketMQ 5's
+    # heartbeat interval (brokerHeartbeatInterval, 1 s, an acting-master group's) twice
+    GRACE_S = 2.0
+
+    def __init__(self) -> None:
+        self.deaf_until = 0.0  # monotonic time before which nothing expires
+        self.stalls = 0  # stalls of the loop seen
+
+    def deaf(self, why: str = "") -> None:
+        """Holds expiries back for GRACE_S from now; `why`, when given, is logged unless
+        expiries are held back already (a failed pass is not: the outage is logged already)."""
+        if why and self.expiring():
+            log.warning("%s: no broker expires on this worker for the next %.0f s, so heartbeats sent meanwhile are "
+                        "applied first", why, self.GRACE_S)
+        self.deaf_until = time.monotonic() + self.GRACE_S
+
+    def expiring(self) -> bool:
+        return time.monotonic() >= self.deaf_until
+
+    async def run(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(self.TICK_S)
+            late = time.monotonic() - before - self.TICK_S
+            if late >= self.STALL_S:
+                self.stalls += 1
+                self.deaf(f"this worker's event loop stalled for {late:.1f} s")
+
+
 class Scanner:
     def __init__(self, registry: Registry, interval_ms: int, batch: int = 1000, removals: Removals | None = None,
                  history: History | None = None) -> None:
@@ -54,6 +101,7 @@ class Scanner:
         self.batch = batch
         self.stats = ScanStats()
         self.watch = StoreWatch(self.store, history)  # `history`: the read cache's change records
+        self.hearing = Hearing()
 
     async def now_ms(self) -> int:
         seconds, micros = await self.store.call(self.store.redis.time())
@@ -109,6 +157,8 @@ class Scanner:
         removed = 0
         while True:
             due = await self.due()
+            if not self.hearing.expiring():  # checked after a call to Redis: a stall is noted by then
+                break
             for settled in await self.removals.settle([Removal(a, "", EXPIRED) for a in due]):
                 # an expiry is counted by cluster, so a rule tells a cluster lost this way
                 # from one whose brokers unregistered; the log line names group and role
@@ -137,6 +187,13 @@ class Scanner:
         await self.watch.check()
 
     async def run(self) -> None:
+        hearing = asyncio.create_task(self.hearing.run(), name="hearing")
+        try:
+            await self._passes()
+        finally:
+            hearing.cancel()
+
+    async def _passes(self) -> None:
         while True:
             try:
                 await self.observe_tables()
@@ -147,6 +204,8 @@ class Scanner:
                 self.stats.failures += 1
                 self.stats.failing = True
                 log.warning("expiry scan skipped, Redis unavailable: %s", exc)
+                # heartbeats could not be recorded meanwhile either
+                self.hearing.deaf()
             except Exception:  # the loop must outlive any one bad pass
                 self.stats.failures += 1
                 self.stats.failing = True

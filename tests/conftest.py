@@ -34,6 +34,7 @@ FULL_ONLY: dict[str, str] = {
     "test_oncall_logs.py": "processes",
     "test_readme.py": "processes",
     "test_shutdown.py": "processes",
+    "test_stall.py": "processes",
     "test_startup_failures.py": "processes",
     "test_upgrade.py": "processes",
     "remoting/test_balancer_idle.py": "processes",

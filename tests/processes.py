@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,6 +12,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import IO, Any
+
+from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,3 +66,45 @@ def start(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT,
 
 def console_script(name: str) -> str:
     return str(Path(sys.executable).parent / name)
+
+
+class Worker:
+    """A worker process serving both fronts on free ports (`rmq-registry serve`); a test's
+    fixture calls ``kill_left`` after it, so a failed test leaves none running."""
+
+    started: list["Worker"] = []
+
+    def __init__(self, redis_url: str, **env: str) -> None:
+        self.http, self.remoting = free_port(), free_port()
+        self.base = f"http://127.0.0.1:{self.http}"
+        self.proc = start([console_script("rmq-registry"), "serve", "--host", "127.0.0.1", "--port", str(self.http)],
+                          env={"REDIS_URL": redis_url, "RMQ_REMOTING_PORT": str(self.remoting),
+                               "RMQ_REMOTING_HOST": "127.0.0.1", **env})
+        Worker.started.append(self)
+        wait_http(f"{self.base}/readyz", limit_s=60)  # a loaded machine starts it slowly
+
+    def metric(self, sample: str) -> float:
+        """One sample of its /metrics, by its name and labels as written there."""
+        with urllib.request.urlopen(f"{self.base}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        return next(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(sample + " "))
+
+    def stop(self) -> str:
+        """SIGTERM; its output once it exited 0."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        out = self.proc.communicate()[0].decode()
+        assert code == 0, out
+        return out
+
+    @classmethod
+    def kill_left(cls) -> None:
+        while cls.started:
+            proc = cls.started.pop().proc
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 
 import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
+from service.config import Settings
 from service.http.app_keys import NODE, REGISTRY, SCANNER
 from service.keys import Keys
 from service.removals import EXPIRED, Removal
+from service.scanner import Hearing
 from tests.builders import identity, registration
 from tests.calls import register, route
+from tests.redis_server import RedisServer
 from tests.tables import violations
 from tests.waits import BOUND_S, until
 
@@ -22,11 +27,18 @@ TIMEOUT_MS = 1_500
 SCAN_MS = 200
 
 
+def redis_ms(r: redis.Redis) -> int:
+    seconds, micros = r.time()
+    return seconds * 1000 + micros // 1000
+
+
 async def ran_out(r: redis.Redis, *addrs: str) -> None:
-    """Until the live rows of `addrs` ran out: their TTL is their timeout, the deadline the
-    scanner reads (lua/_members.lua sets both from one Redis time)."""
-    await until(lambda: r.exists(*(K.live(a) for a in addrs)) == 0, BOUND_S,
-                f"the live rows of {len(addrs)} brokers running out")
+    """Until the deadlines of `addrs` passed, in Redis time (what the scanner reads)."""
+    def passed() -> bool:
+        deadlines = [r.zscore(K.expiry, a) for a in addrs]
+        return all(d is not None for d in deadlines) and max(deadlines) < redis_ms(r)
+
+    await until(passed, BOUND_S, f"the deadlines of {len(addrs)} brokers passing")
 
 
 async def test_silent_broker_is_present_before_its_timeout_and_gone_after(make_client, r: redis.Redis) -> None:
@@ -69,16 +81,30 @@ async def test_heartbeats_keep_a_broker_alive_past_its_timeout(make_client) -> N
     assert await route(client, "TopicTest") is not None
 
 
-async def test_live_row_vanishes_at_the_deadline_by_its_ttl(client: TestClient, r: redis.Redis) -> None:
-    # the scanner is quiet here: only the key TTL acts
+async def test_a_live_row_outlives_its_deadline_until_a_scan_removes_it(client: TestClient, r: redis.Redis) -> None:
+    # the scanner is quiet here: as RocketMQ's, an expiry is a scan's finding, not the deadline's
     await register(client, registration(timeout_ms=300))
     await ran_out(r, "10.0.0.1:10911")
-    assert r.exists(K.member("10.0.0.1:10911"))
+    assert r.exists(K.live("10.0.0.1:10911")) and r.pttl(K.live("10.0.0.1:10911")) > 30_000
+    assert await route(client, "TopicTest") is not None
+
+
+async def test_a_heartbeat_past_the_deadline_before_any_scan_keeps_the_broker(client: TestClient,
+                                                                             r: redis.Redis) -> None:
+    reg = registration(timeout_ms=300)
+    await register(client, reg)
+    await ran_out(r, "10.0.0.1:10911")
+    # late, as after a stall: RocketMQ's updateBrokerInfoUpdateTimestamp finds it all the same
+    assert (await client.post("/v1/brokers/heartbeat", json=identity(reg))).status == 200
+    assert r.zscore(K.expiry, "10.0.0.1:10911") > redis_ms(r)
+    assert await client.app[SCANNER].scan_once() == 0
+    assert await route(client, "TopicTest") is not None
 
 
 async def test_scanner_removes_a_broker_whose_live_row_already_expired(client: TestClient, r: redis.Redis) -> None:
     await register(client, registration(timeout_ms=200))
     await ran_out(r, "10.0.0.1:10911")
+    r.delete(K.live("10.0.0.1:10911"))  # what its key TTL does when no worker scanned for a minute
     assert await client.app[SCANNER].scan_once() == 1
     assert await route(client, "TopicTest") is None
     assert violations(r) == []
@@ -146,3 +172,39 @@ async def test_scanner_works_through_more_due_brokers_than_one_batch(make_client
     await ran_out(r, *(f"10.0.4.{i}:10911" for i in range(10)))
     assert await client.app[SCANNER].scan_once() == 10
     assert r.zcard(K.expiry) == 0
+
+
+@pytest.mark.slow
+async def test_a_scan_right_after_the_workers_loop_stalled_expires_nothing_until_its_grace_is_over(
+        client: TestClient, r: redis.Redis) -> None:
+    scanner = client.app[SCANNER]
+    await register(client, registration(timeout_ms=300))
+    await ran_out(r, "10.0.0.1:10911")
+    time.sleep(Hearing.STALL_S + 0.3)  # the worker's loop does not run (its process or machine stopped)
+    await until(lambda: scanner.hearing.stalls == 1, BOUND_S, "the stall noted")
+    assert await scanner.scan_once() == 0
+    assert await route(client, "TopicTest") is not None
+    await until(scanner.hearing.expiring, Hearing.GRACE_S + BOUND_S, "the grace over")
+    assert await scanner.scan_once() == 1
+
+
+@pytest.mark.slow
+async def test_the_first_scans_after_redis_returns_expire_nothing_until_the_grace_is_over(
+        aiohttp_client, own_redis: RedisServer) -> None:
+    from service.worker import create_app
+
+    client = await aiohttp_client(create_app(Settings(redis_url=own_redis.url, scan_interval_ms=SCAN_MS,
+                                                      redis_timeout_ms=300)))
+    scanner = client.app[SCANNER]
+    await register(client, registration(timeout_ms=TIMEOUT_MS))
+    assert own_redis.proc is not None
+    os.kill(own_redis.proc.pid, signal.SIGSTOP)  # frozen past the broker's deadline: no heartbeat could land
+    try:
+        await until(lambda: scanner.stats.failures >= 2, BOUND_S, "scans failing")
+        await asyncio.sleep(TIMEOUT_MS / 1000)
+    finally:
+        os.kill(own_redis.proc.pid, signal.SIGCONT)
+    passes = scanner.stats.passes
+    await until(lambda: scanner.stats.passes > passes, BOUND_S, "a scan through again")
+    assert await route(client, "TopicTest") is not None  # heard out first
+    await until(lambda: scanner.stats.expired == 1, Hearing.GRACE_S + BOUND_S, "expired after the grace")

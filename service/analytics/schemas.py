@@ -20,7 +20,7 @@ KEY_COLUMN = "key"
 
 # kind -> [(field, spark type name)]; the key column comes first in every schema.
 FIELDS: dict[str, list[tuple[str, str]]] = {
-    # {rmq}:live:<addr>, HASH with a key TTL (the broker's timeout)
+    # {rmq}:live:<addr>, HASH with a key TTL (a minute past the broker's deadline: a backstop)
     "live": [
         ("brokerAddr", "string"),
         ("cluster", "string"),
