@@ -7,7 +7,8 @@ Start: the Node (secrets, Redis, scripts, scanner, cache), then the remoting ser
 the HTTP port; a failure of any of them (a port in use, ...) stops what had started and
 is a one-line ``StartupError`` naming the setting. On SIGTERM (or
 SIGINT) the worker first answers /readyz with 503 for the drain period (RMQ_DRAIN_MS),
-so a load balancer takes it out while it still serves; then it stops accepting HTTP, lets
+so a load balancer takes it out while it still serves; the RocketMQ port stops accepting
+and idle HTTP keep-alive connections close at once (busy ones once answered); then it stops accepting HTTP, lets
 in-flight requests finish (long polls are answered at once), stops the remoting server,
 then the Node (scanner, cache tasks, Redis), and exits 0.
 """
@@ -139,6 +140,9 @@ async def serve(app: web.Application, settings: Settings) -> None:
         await stop.wait()
         log.info("stop requested: not ready from now, draining for %d ms", settings.drain_ms)
         app[NODE].begin_stopping()
+        if REMOTING in app:
+            app[REMOTING].stop_accepting()
+        server.close_connections()
         await asyncio.sleep(settings.drain_ms / 1000)
     finally:
         # stops accepting, waits for in-flight requests, then runs the app's cleanup

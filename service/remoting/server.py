@@ -132,6 +132,14 @@ class RemotingServer:
         self._sweeper = asyncio.create_task(self._sweep())
         log.info("RocketMQ remoting endpoint on %s:%d", self.host, self.bound_port)
 
+    def stop_accepting(self) -> None:
+        """Stops listening (the worker's drain begins): clients connect to another name
+        server from now, while the connections open are served until ``stop``."""
+        if self.server is not None and self._bound is not None:
+            self.server.close()
+            log.info("RocketMQ port %d: not accepting connections (stopping); the %d open are served until "
+                     "the worker stops", self._bound, len(self.open))
+
     async def stop(self) -> None:
         """Stops listening and closes every connection (no broker is destroyed by it)."""
         if self.server is not None:
