@@ -60,7 +60,7 @@ class CoreCollector(Collector):
                        "reason", registry.skipped_topics, SKIP_REASONS)
         yield CounterMetricFamily("rmq_redis_errors", "Redis calls that failed or timed out",
                                   value=registry.store.errors)
-        yield labelled("rmq_redis_refusals", "writes Redis refused, by cause (out of memory, read-only replica, snapshot failing)",
+        yield labelled("rmq_redis_refusals", "writes Redis refused, by cause (out of memory, read-only replica, snapshot failing, too few replicas)",
                        "cause", registry.store.refusals.counts, REFUSAL_CAUSES)
         yield labelled("rmq_full_registrations", "registrations past the unchanged fast path, by how they went: "
                        "staged (a new group's, in slices), full (one script)", "path", registry.register_paths, REGISTER_PATHS)

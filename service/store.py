@@ -116,8 +116,11 @@ def _may_have_run(exc: BaseException) -> bool:
     return isinstance(exc, RedisConnectionError) and "connecting to" not in str(exc)
 
 
-# Redis' refusals, by the error they come as: what an operator must fix, in a word.
-OUT_OF_MEMORY, READ_ONLY, SNAPSHOT_FAILING = REFUSAL_CAUSES = ("out of memory", "read-only replica", "snapshot failing")
+# Redis' refusals, by the error they come as: what an operator must fix, in a word. Too few
+# replicas: Redis' own min-replicas-to-write (NOREPLICAS), or a WAIT that RMQ_REDIS_MIN_REPLICAS
+# replicas did not confirm in time (NotReplicated).
+OUT_OF_MEMORY, READ_ONLY, SNAPSHOT_FAILING, TOO_FEW_REPLICAS = REFUSAL_CAUSES = (
+    "out of memory", "read-only replica", "snapshot failing", "too few replicas")
 
 
 def refusal_cause(exc: BaseException) -> str | None:
@@ -127,6 +130,8 @@ def refusal_cause(exc: BaseException) -> str | None:
         return READ_ONLY
     if isinstance(exc, ResponseError) and str(exc).startswith("MISCONF"):
         return SNAPSHOT_FAILING
+    if isinstance(exc, ResponseError) and str(exc).startswith("NOREPLICAS"):
+        return TOO_FEW_REPLICAS
     return None
 
 
@@ -333,8 +338,11 @@ class Store:
             result, acknowledged = await self.call(pipe.execute(), writes=True)
         if int(acknowledged) < self.min_replicas:
             self.errors += 1
-            raise NotReplicated(f"the change was applied on the primary but {acknowledged} of {self.min_replicas} "
-                                f"replicas confirmed it within {self.wait_ms} ms")
+            detail = (f"the change was applied on the primary but {acknowledged} of {self.min_replicas} "
+                      f"replicas confirmed it within {self.wait_ms} ms")
+            # told here for both fronts, once per burst, and by /readyz while it lasts
+            self.refusals.add(TOO_FEW_REPLICAS, f"{detail}; RMQ_REDIS_MIN_REPLICAS={self.min_replicas}")
+            raise NotReplicated(detail)
         return result
 
     async def know_layout(self) -> None:

@@ -27,7 +27,7 @@ from service.http.errors import ApiError, error_response
 from service.http.request_metrics import RequestTally
 from service.logs import REQUEST_ID, RefusalLog, WindowedLog, new_request_id, printable
 from service.registry import Busy
-from service.store import StoreRefusing, StoreUnavailable, outcome_text
+from service.store import NotReplicated, StoreRefusing, StoreUnavailable, outcome_text
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
             except Busy as e:  # counted and logged once per burst by the registry
                 response = error_response(503, "BUSY", str(e), headers={"Retry-After": "1"})
             except StoreUnavailable as e:
-                if isinstance(e, StoreRefusing):
+                if isinstance(e, (StoreRefusing, NotReplicated)):
                     pass  # refusals are logged once per burst by the store
                 elif failures is not None:
                     failures.write(type(e).__name__, f"Redis unavailable: {e}")
