@@ -77,7 +77,9 @@ class Settings(BaseModel):
     max_staleness_ms: NonNegative = 1_000  # 0: no read cache
     watch_max_ms: NonNegative = 120_000
     stale_max_ms: NonNegative = 120_000
-    remoting_stale_reads: bool = False
+    # on by default: brokers' clients expect a NameServer that answers routes from memory
+    # through a store outage (a Sentinel failover's ~5 s), as Java's does
+    remoting_stale_reads: bool = True
     cache_max_entries: NonNegative = 200_000
     cache_max_bytes: NonNegative = 512 * 1024 * 1024
     cache_negative_entries: NonNegative = 10_000
