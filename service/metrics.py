@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from service.liveness import LATE_FRACTION
 from service.models import SKIP_REASONS
 from service.removals import CAUSES
 from service.store import READ_SCRIPTS, REFUSAL_CAUSES, SCRIPTS
@@ -74,6 +75,8 @@ class CoreCollector(Collector):
             lag.add_metric([], lag_ms)
         yield lag
         yield GaugeMetricFamily("rmq_live_brokers", "broker addresses with a deadline (all workers' view)", value=stats.live_brokers)
+        yield GaugeMetricFamily("rmq_late_brokers", f"live broker addresses past {LATE_FRACTION:.0%} of their heartbeat "
+                                "timeout, not yet expired (all workers' view, at the last scan)", value=stats.late_brokers)
         yield GaugeMetricFamily("rmq_topics", "topics with at least one QueueData", value=stats.topics)
         yield GaugeMetricFamily("rmq_broker_groups_without_master", "broker groups with members but no master (brokerId 0)",
                                 value=stats.groups_without_master)
