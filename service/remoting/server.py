@@ -66,6 +66,12 @@ SWEEP_S = 1.0
 _NO_LIMIT = contextlib.nullcontext()
 
 
+def tls_record(prefix: bytes) -> bool:
+    """Whether a connection's first 4 bytes are a TLS handshake record's (type 0x16, version
+    3.x), not a frame: as a length field they read 369 MB and up, never a frame's."""
+    return prefix[0] == tls.HANDSHAKE and prefix[1] == 3
+
+
 
 class RemotingServer:
     def __init__(self, ctx: HandlerContext, host: str, port: int, *, max_in_flight: int = 256, max_running: int = 64,
@@ -214,6 +220,7 @@ class RemotingServer:
         protocol = writer.transport.get_protocol()
         assert isinstance(protocol, RouteReads)  # start() makes every connection's
         frames = protocol.taken  # the reader, counting what this loop takes from it
+        first = True
         try:
             if source is not None:  # read off the socket before TLS (tls.Listener)
                 peer = conn.peer = source
@@ -232,6 +239,12 @@ class RemotingServer:
                         log.info("connection %s closed inside a frame", peer)
                     break
                 conn.frame_started = loop.time()
+                if first and tls_record(prefix):  # in mode disabled: the other modes' Listener takes TLS
+                    self.refused["tls_disabled"] += 1
+                    log.warning("closing connection %s: a TLS handshake, and RMQ_REMOTING_TLS_MODE=disabled serves "
+                                "plain connections only (permissive serves both)", peer)
+                    break
+                first = False
                 length = codec.frame_length(prefix)
                 reserved = length if length > SMALL_FRAME else 0
                 if reserved:
