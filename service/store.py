@@ -79,9 +79,13 @@ class OutcomeUnknown(StoreUnavailable):
     safe; a caller must not be told that nothing was changed."""
 
 
-def outcome_text(e: StoreUnavailable) -> str:
+def outcome_text(e: StoreUnavailable, read: bool = False) -> str:
     """What an answer says about a change that failed this way, the same on both fronts:
-    whether it was applied, and whether a retry is safe."""
+    whether it was applied, and whether a retry is safe; to a `read`, that the store is
+    unavailable (no change to speak of)."""
+    if read:
+        cause = f" ({e.cause})" if isinstance(e, StoreRefusing) else ""
+        return f"the route store is unavailable{cause}; retry"
     if isinstance(e, NotReplicated):
         return f"{e}: it may be lost if the primary fails now; sending it again is safe"
     if isinstance(e, OutcomeUnknown):

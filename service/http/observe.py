@@ -31,6 +31,8 @@ from service.store import NotReplicated, StoreRefusing, StoreUnavailable, outcom
 
 log = logging.getLogger(__name__)
 
+READ_METHODS = frozenset({"GET", "HEAD"})
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 UNMATCHED = "unmatched"  # the route label of requests no route matched
@@ -89,7 +91,7 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
                     failures.write(type(e).__name__, f"Redis unavailable: {e}")
                 else:
                     log.warning("Redis unavailable: %s", e)
-                response = error_response(503, "STORE_UNAVAILABLE", unavailable_message(e),
+                response = error_response(503, "STORE_UNAVAILABLE", unavailable_message(e, request.method),
                                           headers={"Retry-After": "1"})
             except ConnectionResetError as e:  # the client hung up (mid-body): nobody to answer
                 log.info("client %s hung up during %s %s: %s", request.remote, request.method, request.path, e)
@@ -111,10 +113,10 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
     return observe
 
 
-def unavailable_message(e: StoreUnavailable) -> str:
+def unavailable_message(e: StoreUnavailable, method: str) -> str:
     """What a 503 tells the caller: whether the change was applied, and whether a retry is
-    safe (the remoting front says the same)."""
-    return outcome_text(e)
+    safe; a read's, only that the store is unavailable (the remoting front says the same)."""
+    return outcome_text(e, read=method in READ_METHODS)
 
 
 def http_error(request: web.Request, e: web.HTTPException) -> web.Response:
