@@ -89,12 +89,15 @@ def test_sigterm_answers_a_waiting_watch_at_once(redis_url: str) -> None:
         proc.communicate()
 
 
+DRAIN_MS = 3000
+
+
 def test_sigterm_with_idle_connections_stops_9876_at_drain_start_exits_within_drain_and_restarts_at_once(
         redis_url: str) -> None:
     port, remoting_port = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
     args = [console_script("rmq-registry"), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    env = {"REDIS_URL": redis_url, "RMQ_REMOTING_PORT": str(remoting_port), "RMQ_DRAIN_MS": "1000"}
+    env = {"REDIS_URL": redis_url, "RMQ_REMOTING_PORT": str(remoting_port), "RMQ_DRAIN_MS": str(DRAIN_MS)}
     proc = start(args, env=env)
     restarted = remoting = None
     try:
@@ -109,7 +112,7 @@ def test_sigterm_with_idle_connections_stops_9876_at_drain_start_exits_within_dr
         sent = time.monotonic()
         # 9876 stops accepting at drain start, while HTTP still answers (not ready)
         until_sync(lambda: not _accepts(remoting_port), 5, "9876 closed at drain start")
-        assert time.monotonic() - sent < 1.0
+        assert time.monotonic() - sent < DRAIN_MS / 1000 - 1  # at its start, not its end
         assert http_status(f"{base}/readyz") == 503
         code = proc.wait(timeout=20)
         took = time.monotonic() - sent
@@ -126,7 +129,8 @@ def test_sigterm_with_idle_connections_stops_9876_at_drain_start_exits_within_dr
         if remoting is not None:
             remoting.close()
     assert code == 0, out
-    assert took < 1.0 + 3.0, f"took {took:.1f} s to stop, drain 1 s\n{out}"
+    # the drain, and room for a loaded machine: not RMQ_SHUTDOWN_TIMEOUT_MS' 20 s
+    assert took < DRAIN_MS / 1000 + 4, f"took {took:.1f} s to stop, drain {DRAIN_MS} ms\n{out}"
     assert f"RocketMQ port {remoting_port}: not accepting connections (stopping)" in out
 
 
