@@ -8,9 +8,10 @@ the HTTP port; a failure of any of them (a port in use, ...) stops what had star
 is a one-line ``StartupError`` naming the setting. On SIGTERM (or
 SIGINT) the worker first answers /readyz with 503 for the drain period (RMQ_DRAIN_MS),
 so a load balancer takes it out while it still serves; the RocketMQ port stops accepting
-and idle HTTP keep-alive connections close at once (busy ones once answered); then it stops accepting HTTP, lets
-in-flight requests finish (long polls are answered at once), stops the remoting server,
-then the Node (scanner, cache tasks, Redis), and exits 0.
+and idle HTTP keep-alive connections close at once (busy ones once answered), so that
+none holds it past the drain. Then it stops accepting HTTP, lets in-flight requests
+finish (long polls are answered at once), stops the remoting server, then the Node
+(scanner, cache tasks, Redis), and exits 0.
 """
 
 from __future__ import annotations

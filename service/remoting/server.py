@@ -72,7 +72,6 @@ def tls_record(prefix: bytes) -> bool:
     return prefix[0] == tls.HANDSHAKE and prefix[1] == 3
 
 
-
 class RemotingServer:
     def __init__(self, ctx: HandlerContext, host: str, port: int, *, max_in_flight: int = 256, max_running: int = 64,
                  request_timeout: float | None = None) -> None:
