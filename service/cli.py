@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 import logging
 
-from service import logs
-from service.config import Settings, StartupError, from_env
+from service import logs, start_log
+from service.config import Settings, StartupError, from_env, unknown_variables
 
 log = logging.getLogger("service")
 
@@ -26,8 +27,10 @@ def _serve(settings: Settings) -> int:
     try:
         asyncio.run(serve(create_app(settings), settings))
     except StartupError as exc:
-        log.critical("cannot start: %s", exc)
+        start_log.fail(log, f"cannot start: {exc}")  # first: what was held since the start follows, or not
         return 2
+    finally:
+        start_log.release()
     return 0
 
 
@@ -112,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         log.critical("cannot start: %s", exc)
         return 2
     logs.setup(settings.log_level, settings.log_format)
+    if args.command == "serve":
+        start_log.hold()  # until it serves: a worker that cannot start says so first
+    for line in unknown_variables(os.environ):
+        logging.getLogger("service.config").warning("%s", line)
     if args.command == "serve":
         return _serve(settings)
     if settings.embedded:

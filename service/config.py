@@ -11,7 +11,9 @@ exit code 2.
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import ssl
 from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
 
@@ -77,7 +79,9 @@ class Settings(BaseModel):
     max_staleness_ms: NonNegative = 1_000  # 0: no read cache
     watch_max_ms: NonNegative = 120_000
     stale_max_ms: NonNegative = 120_000
-    remoting_stale_reads: bool = False
+    # on by default: brokers' clients expect a NameServer that answers routes from memory
+    # through a store outage (a Sentinel failover's ~5 s), as Java's does
+    remoting_stale_reads: bool = True
     cache_max_entries: NonNegative = 200_000
     cache_max_bytes: NonNegative = 512 * 1024 * 1024
     cache_negative_entries: NonNegative = 10_000
@@ -207,6 +211,35 @@ def _validated(values: Mapping[str, Any], given: Mapping[str, Any]) -> Settings:
         return Settings.model_validate(values)
     except ValidationError as exc:
         raise StartupError(_one_line(exc, given)) from None
+
+
+# RMQ_ variables that are not the worker's settings: other commands' (compare's secret key)
+# and the project's own tooling (tests, benchmarks, the lock script), which a developer's
+# shell may hold when it starts a worker
+OTHER_VARIABLES = frozenset({
+    "RMQ_COMPARE_SECRET_KEY", "RMQ_VENV", "RMQ_PYTHON", "RMQ_SRC", "RMQ_LOCK_VENV", "RMQ_REQUIRE_LOCK",
+    "RMQ_AIOHTTP_RELEASES", "RMQ_DEPENDENCY_VENVS", "RMQ_ANALYTICS_OUT", "RMQ_SOAK_SECONDS", "RMQ_JAVA_ROCKETMQ_HOME",
+})
+OTHER_PREFIXES = ("RMQ_TEST_", "RMQ_BENCH_", "RMQ_JS_", "RMQ_UI_", "RMQ_FUZZ_")
+# what Kubernetes sets for each Service of the namespace (rmq-registry: RMQ_REGISTRY_SERVICE_HOST,
+# RMQ_REGISTRY_PORT_8080_TCP_ADDR, ...): not settings, and never a typo of one
+_SERVICE_LINK = re.compile(r"_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$")
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A warning line for each RMQ_ variable that is no setting (a typo, such as
+    RMQ_REDIS_URL for REDIS_URL, is otherwise silently ignored), naming the nearest one."""
+    lines = []
+    for var in sorted(environ):
+        if (not var.startswith("RMQ_") or var in ENV or var in OTHER_VARIABLES or var.startswith(OTHER_PREFIXES)
+                or _SERVICE_LINK.search(var)):
+            continue
+        # compared without the common RMQ_, which would make any name look near every setting
+        bare = {name.removeprefix("RMQ_"): name for name in ENV}
+        near = difflib.get_close_matches(var.removeprefix("RMQ_"), bare, n=1, cutoff=0.6)
+        hint = f" (did you mean {bare[near[0]]}?)" if near else " (README.md, \"Configuration\", lists the settings)"
+        lines.append(f"{var} is not a setting: ignored{hint}")
+    return lines
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:

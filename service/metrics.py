@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from service.liveness import LATE_FRACTION
 from service.models import SKIP_REASONS
 from service.removals import CAUSES
 from service.store import READ_SCRIPTS, REFUSAL_CAUSES, SCRIPTS
@@ -60,7 +61,7 @@ class CoreCollector(Collector):
                        "reason", registry.skipped_topics, SKIP_REASONS)
         yield CounterMetricFamily("rmq_redis_errors", "Redis calls that failed or timed out",
                                   value=registry.store.errors)
-        yield labelled("rmq_redis_refusals", "writes Redis refused, by cause (out of memory, read-only replica, snapshot failing)",
+        yield labelled("rmq_redis_refusals", "writes Redis refused, by cause (out of memory, read-only replica, snapshot failing, too few replicas)",
                        "cause", registry.store.refusals.counts, REFUSAL_CAUSES)
         yield labelled("rmq_full_registrations", "registrations past the unchanged fast path, by how they went: "
                        "staged (a new group's, in slices), full (one script)", "path", registry.register_paths, REGISTER_PATHS)
@@ -74,6 +75,8 @@ class CoreCollector(Collector):
             lag.add_metric([], lag_ms)
         yield lag
         yield GaugeMetricFamily("rmq_live_brokers", "broker addresses with a deadline (all workers' view)", value=stats.live_brokers)
+        yield GaugeMetricFamily("rmq_late_brokers", f"live broker addresses past {LATE_FRACTION:.0%} of their heartbeat "
+                                "timeout, not yet expired (all workers' view, at the last scan)", value=stats.late_brokers)
         yield GaugeMetricFamily("rmq_topics", "topics with at least one QueueData", value=stats.topics)
         yield GaugeMetricFamily("rmq_broker_groups_without_master", "broker groups with members but no master (brokerId 0)",
                                 value=stats.groups_without_master)

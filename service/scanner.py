@@ -23,6 +23,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from service.liveness import count_late
 from service.registry import Registry
 from service.removals import EXPIRED, REMOVED, Removal, Removals
 from service.store import StoreUnavailable
@@ -38,6 +39,7 @@ class ScanStats:
     failures: int = 0
     lag_ms: int = 0  # how long past its deadline the most overdue broker was at the last pass
     live_brokers: int = 0  # addresses with a deadline, at the last pass
+    late_brokers: int = 0  # of them, late (service/liveness.py) at the last pass
     topics: int = 0
     groups_without_master: int = 0
     masterless: dict[str, str] = field(default_factory=dict)  # broker group without master -> its cluster
@@ -114,7 +116,7 @@ class Scanner:
         return [a.decode() if isinstance(a, bytes) else a for a in raw]
 
     async def observe_tables(self) -> None:
-        """The gauges of /metrics: scanner lag, live brokers, topics, groups without a master
+        """The gauges of /metrics: scanner lag, live and late brokers, topics, groups without a master
         and their clusters, broker groups per cluster (a few reads a pass: one more per
         cluster and per group without a master, not per group)."""
         keys, redis, stats = self.store.keys, self.store.redis, self.stats
@@ -125,6 +127,7 @@ class Scanner:
         stats.lag_ms = max(0, now - stats.oldest_deadline_ms) if stats.oldest_deadline_ms is not None else 0
         stats.observed_redis_ms, stats.observed_at = now, observed_at
         stats.live_brokers = await self.store.call(redis.zcard(keys.expiry))
+        stats.late_brokers = await count_late(self.store, now, self.registry.settings.broker_timeout_ms)
         stats.topics = await self.store.call(redis.scard(keys.topics))
         groups = sorted(g.decode() for g in await self.store.call(redis.smembers(keys.masterless)))
         in_cluster = await asyncio.gather(*(self.store.call(redis.hget(keys.broker(g), "cluster")) for g in groups))

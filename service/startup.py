@@ -21,11 +21,14 @@ import logging
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from redis.asyncio import ConnectionPool, Redis
+from redis.connection import parse_url
 from redis.exceptions import AuthenticationError, ResponseError
 
+from service import start_log
 from service.auth import check_tokens_file
 from service.config import Settings, StartupError
-from service.redis_url import database, masked as masked_url
+from service.redis_url import SENTINEL_SCHEME, database, masked as masked_url, parse_sentinel_url
 from service.keys import SCHEMA_VERSION
 from service.store import Store, StoreRefusing, StoreUnavailable
 
@@ -70,23 +73,48 @@ async def connect(store: Store, settings: Settings) -> None:
             await store.load_scripts()
             await check_schema(store, settings)
             await store.stamp_dataset()
+            await password_unasked(store, settings)
             return
         except StoreRefusing:
             raise  # Redis answers: not a reason to wait or to refuse to start
         except ResponseError as exc:
             refused_settings(exc, settings)
-            raise
+            raise StartupError(f"REDIS_URL={masked_url(settings.redis_url or '')}: Redis refused the worker's "
+                               f"start: {redis_said(exc)}") from None
         except StoreUnavailable as exc:
             refused_settings(exc.__cause__, settings)
+            if not announced:  # once: the first failure may be a setting a probe tells
+                await tls_mismatch(settings)
             if time.monotonic() >= deadline:
                 raise StartupError(f"REDIS_URL={masked_url(settings.redis_url or '')}: Redis unreachable at start "
                                    f"({exc}) for {limit_s:.1f} s (RMQ_REDIS_START_TIMEOUT_MS={settings.redis_start_timeout_ms})"
                                    ) from None
             if not announced:
-                log.warning("Redis at %s unreachable at start (%s): retrying for up to %.1f s (RMQ_REDIS_START_TIMEOUT_MS)",
-                            masked_url(settings.redis_url or ""), exc, limit_s)
+                # a wait is news while it lasts: said now, after what was held
+                start_log.announce(log, "Redis at %s unreachable at start (%s): retrying for up to %.1f s "
+                                   "(RMQ_REDIS_START_TIMEOUT_MS)", masked_url(settings.redis_url or ""), exc, limit_s)
                 announced = True
             await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def redis_said(exc: BaseException) -> str:
+    """What Redis answered, without the command's arguments it may echo (a password)."""
+    return str(exc).split(", with args beginning with")[0].split(". script:")[0]
+
+
+def credentials(url: str) -> tuple[str | None, str | None]:
+    """The user name and password a valid URL gives (the primary's, for Sentinels), from its
+    user info or its ``?password=`` / ``?username=``."""
+    if url.startswith(SENTINEL_SCHEME):
+        target = parse_sentinel_url(url)
+        return target.username, target.password
+    if "://" in url and not url.startswith(("redis://", "rediss://", "unix://")):
+        return None, None
+    try:
+        options = parse_url(url.split(",")[0] if "," in urlsplit(url).netloc else url)
+    except ValueError:
+        return None, None
+    return options.get("username") or None, options.get("password") or None
 
 
 def refused_settings(cause: BaseException | None, settings: Settings) -> None:
@@ -94,13 +122,73 @@ def refused_settings(cause: BaseException | None, settings: Settings) -> None:
     StartupError at once, saying which."""
     url = masked_url(settings.redis_url or "")
     if isinstance(cause, AuthenticationError):
-        if "@" in (settings.redis_url or ""):
-            raise StartupError(f"REDIS_URL={url}: Redis refused the password (WRONGPASS/AuthenticationError: {cause})")
+        if credentials(settings.redis_url or "")[1] is not None:
+            raise StartupError(f"REDIS_URL={url}: Redis refused the password, wrong for it "
+                               f"(WRONGPASS/AuthenticationError: {redis_said(cause)})")
         raise StartupError(f"REDIS_URL={url}: Redis wants a password and the URL gives none "
-                           f"(NOAUTH/AuthenticationError: {cause})")
+                           f"(NOAUTH/AuthenticationError: {redis_said(cause)})")
     if isinstance(cause, ResponseError) and "DB index is out of range" in str(cause):
         raise StartupError(f"REDIS_URL={url}: Redis has no database {database(settings.redis_url or '')} "
                            "(its 'databases' setting, 16 by default, allows 0 to that number less one)")
+    if isinstance(cause, ResponseError) and "unknown command 'SENTINEL'" in str(cause):
+        raise StartupError(f"REDIS_URL={url}: no Sentinel there, a plain Redis answers (it knows no SENTINEL "
+                           "command): give redis://host:port for a single Redis, or the Sentinels' addresses")
+
+
+async def password_unasked(store: Store, settings: Settings) -> None:
+    """A password given for a Redis that has none: Redis takes any password then (its
+    default user has nopass), so the worker would run on a Redis open to anyone while the
+    operator believes it guarded, or on another Redis than meant. Asked on a connection
+    without credentials, for a single Redis and the default user only (a named user's
+    password is its own, whatever the default user's)."""
+    url = settings.redis_url or ""
+    username, password = credentials(url)
+    if password is None or username not in (None, "default") or settings.redis_cluster \
+            or url.startswith(SENTINEL_SCHEME):
+        return
+    pool = store.redis.connection_pool
+    kwargs = {k: v for k, v in pool.connection_kwargs.items()
+              if k not in ("username", "password", "credential_provider", "retry")}
+    probe = Redis(connection_pool=ConnectionPool(connection_class=pool.connection_class, max_connections=1, **kwargs))
+    try:
+        await store.call(probe.ping())
+    except StoreUnavailable as exc:
+        if isinstance(exc.__cause__, AuthenticationError):
+            return  # it wants a password: the one given is right, it was just used
+        raise
+    finally:
+        await probe.aclose()
+    raise StartupError(f"REDIS_URL={masked_url(url)}: a password is given but Redis has none (it answers "
+                       "without one): remove it from the URL, or set Redis' requirepass")
+
+
+# the first bytes a plain Redis answers to "PING" with: PONG, or an error (NOAUTH, ...)
+_PLAIN_REDIS = (b"+PONG", b"-")
+
+
+async def tls_mismatch(settings: Settings) -> None:
+    """``rediss://`` to a Redis that speaks plain: the TLS handshake waits out the timeout,
+    which would read as an unreachable Redis. A plain PING tells it."""
+    url = settings.redis_url or ""
+    if not url.startswith("rediss://") or settings.redis_cluster:
+        return
+    options = parse_url(url)
+    host, port = options.get("host", "localhost"), int(options.get("port", 6379))
+    timeout = settings.redis_timeout_ms / 1000
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return  # unreachable indeed
+    try:
+        writer.write(b"PING\r\n")
+        answer = await asyncio.wait_for(reader.read(16), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return
+    finally:
+        writer.close()
+    if answer.startswith(_PLAIN_REDIS):
+        raise StartupError(f"REDIS_URL={masked_url(url)}: {host}:{port} speaks plain Redis, not TLS: give "
+                           "redis:// for it, or turn TLS on in Redis (its tls-port)")
 
 
 async def check_schema(store: Store, settings: Settings) -> None:

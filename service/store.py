@@ -79,9 +79,13 @@ class OutcomeUnknown(StoreUnavailable):
     safe; a caller must not be told that nothing was changed."""
 
 
-def outcome_text(e: StoreUnavailable) -> str:
+def outcome_text(e: StoreUnavailable, read: bool = False) -> str:
     """What an answer says about a change that failed this way, the same on both fronts:
-    whether it was applied, and whether a retry is safe."""
+    whether it was applied, and whether a retry is safe; to a `read`, that the store is
+    unavailable (no change to speak of)."""
+    if read:
+        cause = f" ({e.cause})" if isinstance(e, StoreRefusing) else ""
+        return f"the route store is unavailable{cause}; retry"
     if isinstance(e, NotReplicated):
         return f"{e}: it may be lost if the primary fails now; sending it again is safe"
     if isinstance(e, OutcomeUnknown):
@@ -116,8 +120,11 @@ def _may_have_run(exc: BaseException) -> bool:
     return isinstance(exc, RedisConnectionError) and "connecting to" not in str(exc)
 
 
-# Redis' refusals, by the error they come as: what an operator must fix, in a word.
-OUT_OF_MEMORY, READ_ONLY, SNAPSHOT_FAILING = REFUSAL_CAUSES = ("out of memory", "read-only replica", "snapshot failing")
+# Redis' refusals, by the error they come as: what an operator must fix, in a word. Too few
+# replicas: Redis' own min-replicas-to-write (NOREPLICAS), or a WAIT that RMQ_REDIS_MIN_REPLICAS
+# replicas did not confirm in time (NotReplicated).
+OUT_OF_MEMORY, READ_ONLY, SNAPSHOT_FAILING, TOO_FEW_REPLICAS = REFUSAL_CAUSES = (
+    "out of memory", "read-only replica", "snapshot failing", "too few replicas")
 
 
 def refusal_cause(exc: BaseException) -> str | None:
@@ -127,6 +134,8 @@ def refusal_cause(exc: BaseException) -> str | None:
         return READ_ONLY
     if isinstance(exc, ResponseError) and str(exc).startswith("MISCONF"):
         return SNAPSHOT_FAILING
+    if isinstance(exc, ResponseError) and str(exc).startswith("NOREPLICAS"):
+        return TOO_FEW_REPLICAS
     return None
 
 
@@ -333,8 +342,11 @@ class Store:
             result, acknowledged = await self.call(pipe.execute(), writes=True)
         if int(acknowledged) < self.min_replicas:
             self.errors += 1
-            raise NotReplicated(f"the change was applied on the primary but {acknowledged} of {self.min_replicas} "
-                                f"replicas confirmed it within {self.wait_ms} ms")
+            detail = (f"the change was applied on the primary but {acknowledged} of {self.min_replicas} "
+                      f"replicas confirmed it within {self.wait_ms} ms")
+            # told here for both fronts, once per burst, and by /readyz while it lasts
+            self.refusals.add(TOO_FEW_REPLICAS, f"{detail}; RMQ_REDIS_MIN_REPLICAS={self.min_replicas}")
+            raise NotReplicated(detail)
         return result
 
     async def know_layout(self) -> None:

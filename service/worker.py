@@ -7,9 +7,11 @@ Start: the Node (secrets, Redis, scripts, scanner, cache), then the remoting ser
 the HTTP port; a failure of any of them (a port in use, ...) stops what had started and
 is a one-line ``StartupError`` naming the setting. On SIGTERM (or
 SIGINT) the worker first answers /readyz with 503 for the drain period (RMQ_DRAIN_MS),
-so a load balancer takes it out while it still serves; then it stops accepting HTTP, lets
-in-flight requests finish (long polls are answered at once), stops the remoting server,
-then the Node (scanner, cache tasks, Redis), and exits 0.
+so a load balancer takes it out while it still serves; the RocketMQ port stops accepting
+and idle HTTP keep-alive connections close at once (busy ones once answered), so that
+none holds it past the drain. Then it stops accepting HTTP, lets in-flight requests
+finish (long polls are answered at once), stops the remoting server, then the Node
+(scanner, cache tasks, Redis), and exits 0.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import asyncio
 import errno
 import logging
 import signal
+import socket
 from typing import AsyncIterator, Awaitable
 
 from aiohttp import web
 
+from service import start_log
 from service.config import Settings, StartupError
 from service.http.app import create_app as create_http_app
 from service.http.connections import HttpServer
@@ -45,12 +49,22 @@ def create_app(settings: Settings, store: Store | None = None) -> web.Applicatio
     app = create_http_app(node)
     app.cleanup_ctx.append(_run_node)
     if settings.remoting_port:
-        install_remoting(app, settings.remoting_host or settings.host, settings.remoting_port)
+        install_remoting(app, settings.remoting_host or settings.host, settings.remoting_port,
+                         "RMQ_REMOTING_HOST" if settings.remoting_host else "RMQ_HOST")
     return app
 
 
-def listen_error(setting: str, host: str, port: int, exc: OSError) -> StartupError:
-    reason = "address already in use" if exc.errno == errno.EADDRINUSE else str(exc)
+def listen_error(setting: str, host_setting: str, host: str, port: int, exc: OSError) -> StartupError:
+    """The line for a port that cannot be listened on, naming the setting at fault: the
+    port's when it is taken or refused, the host's when the host is not this machine's or
+    not a name at all."""
+    if isinstance(exc, socket.gaierror):
+        return StartupError(f"{host_setting}={host}: cannot listen on {host}:{port}: not a host name or address "
+                            f"this machine resolves ({exc.strerror})")
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return StartupError(f"{host_setting}={host}: cannot listen on {host}:{port}: not an address of this "
+                            "machine (0.0.0.0: every one)")
+    reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
     return StartupError(f"{setting}={port}: cannot listen on {host}:{port} ({reason})")
 
 
@@ -67,7 +81,7 @@ async def _run_node(app: web.Application) -> AsyncIterator[None]:
         await node.stop()
 
 
-def install_remoting(app: web.Application, host: str, port: int) -> None:
+def install_remoting(app: web.Application, host: str, port: int, host_setting: str = "RMQ_REMOTING_HOST") -> None:
     """Serves the app's Node over RocketMQ's protocol too, started after the Node and
     stopped before it (so the store is still open while connections close).
 
@@ -83,7 +97,7 @@ def install_remoting(app: web.Application, host: str, port: int) -> None:
         try:
             await server.start()
         except OSError as exc:
-            raise listen_error("RMQ_REMOTING_PORT", host, port, exc) from None
+            raise listen_error("RMQ_REMOTING_PORT", host_setting, host, port, exc) from None
         node.registry.on_notices = notifier
         try:
             yield
@@ -134,11 +148,15 @@ async def serve(app: web.Application, settings: Settings) -> None:
         try:
             await server.listen(settings.host, settings.port, backlog=settings.http_backlog)
         except OSError as exc:
-            raise listen_error("RMQ_PORT", settings.host, settings.port, exc) from None
+            raise listen_error("RMQ_PORT", "RMQ_HOST", settings.host, settings.port, exc) from None
+        start_log.release()  # held since the start (service/start_log.py)
         log.info("serving on http://%s:%s", settings.host, settings.port)
         await stop.wait()
         log.info("stop requested: not ready from now, draining for %d ms", settings.drain_ms)
         app[NODE].begin_stopping()
+        if REMOTING in app:
+            app[REMOTING].stop_accepting()
+        server.close_connections()
         await asyncio.sleep(settings.drain_ms / 1000)
     finally:
         # stops accepting, waits for in-flight requests, then runs the app's cleanup

@@ -99,7 +99,7 @@ def test_the_alerts_cover_what_an_operator_must_know() -> None:
     for needed in ("rmq_cluster_broker_groups", "rmq_live_brokers", "rmq_broker_group_without_master",
                    "rmq_cluster_expired_brokers_total", "rmq_redis_refusals_total", "rmq_cache_stale_served_total",
                    "rmq_redis_unreachable_seconds", "rmq_scanner_lag_ms", "rmq_http_requests_total",
-                   "rmq_store_resets_total"):
+                   "rmq_store_resets_total", "rmq_late_brokers"):
         assert needed in used, needed
 
 
@@ -171,6 +171,13 @@ UNIT_TESTS = [
          {'rmq_live_brokers{instance="w1"}': "1 1 0x10"},
          ("5m", "RmqNoLiveBroker", []),
          ("8m", "RmqNoLiveBroker", [CRIT])),
+    case("a late broker fires at once, and resolves when it heartbeats or expires",
+         {'rmq_late_brokers{instance="w1"}': "0 0 2 1 0 0",
+          'rmq_late_brokers{instance="w2"}': "0 0 0 1 0 0"},
+         ("1m", "RmqBrokersLate", []),
+         ("2m", "RmqBrokersLate", [WARN]),
+         ("3m", "RmqBrokersLate", [WARN]),
+         ("4m", "RmqBrokersLate", [])),
     case("live brokers do not fire RmqNoLiveBroker",
          {'rmq_live_brokers{instance="w1"}': "1x10"},
          ("8m", "RmqNoLiveBroker", [])),
@@ -502,3 +509,47 @@ async def later(client: TestClient, sample: str, than: float) -> bool:
 
 async def zero(client: TestClient, sample: str) -> bool:
     return await metric(client, sample) == 0
+
+
+def _heartbeat_ago(r, addr: str, age_ms: int, timeout_ms: int) -> None:
+    """Leaves `addr`'s live row and deadline as a heartbeat `age_ms` ago (Redis' clock) left them."""
+    from service.keys import Keys
+
+    keys = Keys()
+    seconds, micros = r.time()
+    last = seconds * 1000 + micros // 1000 - age_ms
+    r.hset(keys.live(addr), "lastUpdateTimestamp", last)
+    r.zadd(keys.expiry, {addr: last + timeout_ms})
+
+
+async def test_late_brokers_are_counted_at_each_scan_by_the_dashboards_rule(client: TestClient, r) -> None:
+    from service.http.app_keys import SCANNER
+    from service.liveness import LATE_FRACTION
+
+    timeout_ms = 100_000
+    # of a 100 s timeout: late past 80 s, expired past 100 s (margins for a slow machine's seconds)
+    for i, age_s in enumerate((10, 70, 90, 95, 105)):
+        addr = f"10.0.0.{i + 1}:10911"
+        await register(client, registration(addr, f"broker-{i}", timeout_ms=timeout_ms))
+        _heartbeat_ago(r, addr, age_s * 1000, timeout_ms)
+    await client.app[SCANNER].observe_tables()
+    text = await (await client.get("/metrics")).text()
+    assert re.search(r"^rmq_late_brokers 2\.0$", text, re.M), text
+    live = await (await client.get("/v1/brokers/live")).json()
+    assert live["lateFraction"] == LATE_FRACTION  # the dashboard's rule is this one
+
+
+async def test_late_brokers_past_the_members_read_per_count_are_counted_up_to_it(client: TestClient, r) -> None:
+    from service.http.app_keys import STORE
+    from service.liveness import count_late
+
+    timeout_ms = 100_000
+    for i in range(4):
+        addr = f"10.0.0.{i + 1}:10911"
+        await register(client, registration(addr, f"broker-{i}", timeout_ms=timeout_ms))
+        _heartbeat_ago(r, addr, 90_000, timeout_ms)
+    seconds, micros = r.time()
+    now = seconds * 1000 + micros // 1000
+    store = client.app[STORE]
+    assert await count_late(store, now, timeout_ms, limit=4) == 4
+    assert await count_late(store, now, timeout_ms, limit=3) == 3

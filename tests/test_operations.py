@@ -23,12 +23,24 @@ async def test_healthz_answers_ok(client: TestClient) -> None:
 
 async def test_readyz_answers_ready_with_redis_up(client: TestClient) -> None:
     resp = await client.get("/readyz")
-    assert resp.status == 200 and await resp.json() == {"status": "ready", "writes": "ok"}
-
-
-async def test_readyz_without_redis_answers_the_workers_own_readiness(client: TestClient) -> None:
-    resp = await client.get("/readyz?exclude=redis")
     assert resp.status == 200 and await resp.json() == {"status": "ready", "redis": "ok", "writes": "ok"}
+
+
+async def test_readyz_without_redis_answers_the_workers_own_readiness_in_the_same_shape(client: TestClient) -> None:
+    resp = await client.get("/readyz?exclude=redis")
+    assert resp.status == 200 and await resp.json() == await (await client.get("/readyz")).json()
+
+
+async def test_readyz_while_draining_answers_503_in_the_same_shape(client: TestClient) -> None:
+    from service.http.app_keys import NODE
+
+    ready = await (await client.get("/readyz")).json()
+    client.app[NODE].begin_stopping()
+    for path in ("/readyz", "/readyz?exclude=redis"):
+        resp = await client.get(path)
+        body = await resp.json()
+        assert resp.status == 503 and body["status"] == "not ready" and body["message"] == "shutting down"
+        assert set(body) == set(ready) | {"error", "message"}
 
 
 async def test_readyz_refuses_to_exclude_an_unknown_check(client: TestClient) -> None:

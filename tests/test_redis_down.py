@@ -54,6 +54,33 @@ async def test_redis_stopped_answers_503_fast_then_recovers(aiohttp_client, own_
     assert await route(client, "TopicTest") is not None
 
 
+async def test_with_redis_stopped_a_reads_503_says_retry_and_a_changes_says_nothing_was_changed(
+        aiohttp_client, own_redis: RedisServer) -> None:
+    client = await worker_on(aiohttp_client, own_redis, max_staleness_ms=0)
+    await register(client, registration())
+    own_redis.stop()
+    for path in ("/v1/routes/TopicTest", "/v1/cluster", "/v1/kv/NS/k"):
+        resp = await client.get(path)
+        assert resp.status == 503
+        message = (await resp.json())["message"]
+        assert message == "the route store is unavailable; retry", path
+    resp = await client.put("/v1/kv/NS/k", json={"value": "v"})
+    assert resp.status == 503 and "nothing was changed" in (await resp.json())["message"]
+
+
+async def test_readyz_and_its_exclude_redis_form_answer_one_shape_with_redis_stopped(
+        aiohttp_client, own_redis: RedisServer) -> None:
+    client = await worker_on(aiohttp_client, own_redis)
+    own_redis.stop()
+    full = await client.get("/readyz")
+    body = await full.json()
+    assert full.status == 503 and body["status"] == "not ready" and body["redis"] == "unreachable"
+    assert body["error"] == "STORE_UNAVAILABLE" and body["message"].startswith("Redis unreachable")
+    probe = await client.get("/readyz?exclude=redis")
+    assert probe.status == 200
+    assert set(await probe.json()) == set(body) - {"error", "message"}
+
+
 @pytest.mark.slow
 async def test_redis_paused_longer_than_the_timeout_answers_503_within_it(aiohttp_client, own_redis: RedisServer) -> None:
     client = await worker_on(aiohttp_client, own_redis, redis_timeout_ms=300)

@@ -3,6 +3,7 @@ and sending a change again (what a caller does after a 503) is always safe."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Awaitable, Callable, Iterator
 
@@ -11,10 +12,13 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from service.config import Settings
-from service.worker import create_app
+from service.remoting import codes
+from service.worker import REMOTING, create_app, install_remoting
 from tests.builders import identity, registration
 from tests.calls import register
 from tests.redis_server import RedisServer
+from tests.remoting.client import RemotingClient
+from tests.remoting.frames import register as register_frame
 from tests.tables import snapshot
 
 Change = Callable[[TestClient], Awaitable[Any]]
@@ -85,3 +89,54 @@ async def test_with_min_replicas_and_no_replica_a_change_is_a_503_that_says_a_re
     applied = snapshot(r)  # on the primary, unconfirmed
     assert (await worker.post("/v1/brokers/register", json=registration())).status == 503
     assert snapshot(r) == applied
+
+
+def _refusal_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The lines at WARNING or above that tell a refusal for too few replicas."""
+    return [rec.getMessage() for rec in caplog.records
+            if rec.levelno >= logging.WARNING and "too few replicas" in rec.getMessage()]
+
+
+async def test_with_min_replicas_and_no_replica_a_burst_of_tcp_registrations_is_one_line_and_readyz_says_refused(
+        aiohttp_client, redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    app = create_app(Settings(redis_url=redis_url, redis_min_replicas=1, redis_timeout_ms=200,
+                              scan_interval_ms=3_600_000))
+    install_remoting(app, "127.0.0.1", 0)
+    worker = await aiohttp_client(app)
+    rmq = await RemotingClient.connect(app[REMOTING].bound_port)
+    try:
+        with caplog.at_level(logging.INFO):
+            for i in range(16):
+                answer = await rmq.call(register_frame(registration(version=i + 1)), timeout=10)
+                assert answer.code == codes.SYSTEM_ERROR and "sending it again is safe" in answer.remark
+    finally:
+        await rmq.close()
+    [line] = _refusal_lines(caplog)
+    assert "RMQ_REDIS_MIN_REPLICAS=1" in line and "0 of 1 replicas" in line
+    ready = await worker.get("/readyz")
+    assert ready.status == 200 and (await ready.json())["writes"] == "refused: too few replicas"
+    excluded = await worker.get("/readyz?exclude=redis")
+    assert (await excluded.json())["writes"] == "refused: too few replicas"
+
+
+async def test_with_min_replicas_and_no_replica_a_burst_of_http_registrations_is_one_line(
+        aiohttp_client, redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    worker = await aiohttp_client(create_app(Settings(redis_url=redis_url, redis_min_replicas=1,
+                                                      redis_timeout_ms=200, scan_interval_ms=3_600_000)))
+    with caplog.at_level(logging.INFO):
+        for i in range(16):
+            assert (await worker.post("/v1/brokers/register", json=registration(version=i + 1))).status == 503
+    assert len(_refusal_lines(caplog)) == 1
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.WARNING and "NotReplicated" in rec.getMessage()]
+
+
+async def test_redis_refusing_writes_for_want_of_replicas_is_a_503_naming_it_not_a_500(
+        aiohttp_client, redis_url: str, r: redis.Redis) -> None:
+    worker = await aiohttp_client(create_app(Settings(redis_url=redis_url, scan_interval_ms=3_600_000)))
+    r.config_set("min-replicas-to-write", 1)
+    try:
+        resp = await worker.post("/v1/brokers/register", json=registration())
+        assert resp.status == 503 and "too few replicas" in (await resp.json())["message"]
+        assert (await (await worker.get("/readyz")).json())["writes"] == "refused: too few replicas"
+    finally:
+        r.config_set("min-replicas-to-write", 0)

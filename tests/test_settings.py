@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 from redis.connection import parse_url
 
-from service.config import ENV, Settings, StartupError, describe, from_env
+from service.config import ENV, Settings, StartupError, describe, from_env, unknown_variables
 from service.redis_url import masked
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -215,3 +215,22 @@ def test_the_analytics_jobs_refuse_a_bad_redis_url_without_echoing_its_password(
         with pytest.raises(ValueError) as refused:
             url_to_options(url)
         assert "s3cret" not in str(refused.value) and "ss/w" not in str(refused.value)
+
+
+@pytest.mark.parametrize("typo, nearest", [("RMQ_REDIS_URL", "REDIS_URL"), ("RMQ_LOG_LEVL", "RMQ_LOG_LEVEL"),
+                                           ("RMQ_TLS_MODE", "RMQ_REMOTING_TLS_MODE")])
+def test_an_unknown_rmq_variable_is_warned_by_name_with_the_nearest_setting(typo: str, nearest: str) -> None:
+    assert unknown_variables({typo: "x", "REDIS_URL": "redis://h/0"}) == [
+        f"{typo} is not a setting: ignored (did you mean {nearest}?)"]
+
+
+def test_an_unknown_rmq_variable_near_no_setting_points_to_the_list() -> None:
+    [line] = unknown_variables({"RMQ_FOO": "1"})
+    assert line.startswith("RMQ_FOO is not a setting: ignored") and "Configuration" in line
+
+
+def test_settings_kubernetes_service_links_and_the_projects_tooling_are_no_unknown_variables() -> None:
+    env = {**dict.fromkeys(ENV, "1"), "RMQ_REGISTRY_SERVICE_HOST": "10.0.0.1", "RMQ_REGISTRY_SERVICE_PORT_HTTP": "8080",
+           "RMQ_REGISTRY_PORT": "tcp://10.0.0.1:8080", "RMQ_REGISTRY_PORT_9876_TCP_ADDR": "10.0.0.1",
+           "RMQ_VENV": "/v", "RMQ_COMPARE_SECRET_KEY": "s", "RMQ_TEST_PROCESSES": "2", "PATH": "/bin"}
+    assert unknown_variables(env) == []

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import signal
+import socket
 import threading
 import time
 import urllib.error
@@ -98,6 +100,59 @@ def test_sigterm_answers_a_waiting_watch_at_once(redis_url: str) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+DRAIN_MS = 3000
+
+
+def test_sigterm_with_idle_connections_stops_9876_at_drain_start_exits_within_drain_and_restarts_at_once(
+        redis_url: str) -> None:
+    port, remoting_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    args = [console_script("rmq-registry"), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    env = {"REDIS_URL": redis_url, "RMQ_REMOTING_PORT": str(remoting_port), "RMQ_DRAIN_MS": str(DRAIN_MS)}
+    proc = start(args, env=env)
+    restarted = remoting = None
+    try:
+        wait_http(f"{base}/readyz")
+        # an idle keep-alive HTTP connection (one request answered, the connection kept)
+        kept = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        kept.request("GET", "/healthz")
+        assert kept.getresponse().read()
+        # an idle RocketMQ connection
+        remoting = socket.create_connection(("127.0.0.1", remoting_port), timeout=5)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        # 9876 stops accepting at drain start, while HTTP still answers (not ready)
+        until_sync(lambda: not _accepts(remoting_port), 5, "9876 closed at drain start")
+        assert time.monotonic() - sent < DRAIN_MS / 1000 - 1  # at its start, not its end
+        assert http_status(f"{base}/readyz") == 503
+        code = proc.wait(timeout=20)
+        took = time.monotonic() - sent
+        out = proc.communicate()[0].decode()
+        # at once on the same ports (server-closed connections leave TIME_WAIT on both)
+        restarted = start(args, env=env)
+        wait_http(f"{base}/readyz", limit_s=10)
+        assert _accepts(remoting_port)
+    finally:
+        for p in (proc, restarted):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate()
+        if remoting is not None:
+            remoting.close()
+    assert code == 0, out
+    # the drain, and room for a loaded machine: not RMQ_SHUTDOWN_TIMEOUT_MS' 20 s
+    assert took < DRAIN_MS / 1000 + 4, f"took {took:.1f} s to stop, drain {DRAIN_MS} ms\n{out}"
+    assert f"RocketMQ port {remoting_port}: not accepting connections (stopping)" in out
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------- work under way at SIGTERM

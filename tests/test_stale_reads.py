@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from aiohttp.test_utils import TestClient
 
+from service.config import Settings
 from service.remoting import codes
 from service.worker import REMOTING, create_app, install_remoting
 from tests.builders import registration
@@ -68,10 +69,11 @@ async def _remoting_worker(aiohttp_client, settings):
     return app, await aiohttp_client(app)
 
 
-async def test_tcp_route_reads_answer_through_an_outage_only_with_remoting_stale_reads(
+async def test_tcp_route_reads_answer_through_an_outage_by_default_and_not_with_remoting_stale_reads_off(
         aiohttp_client, settings, redis_server) -> None:
-    stale_app, stale_client = await _remoting_worker(aiohttp_client, settings.with_overrides(remoting_stale_reads=True))
-    strict_app, strict_client = await _remoting_worker(aiohttp_client, settings)
+    assert Settings().remoting_stale_reads  # the default, as a NameServer answers from memory
+    stale_app, stale_client = await _remoting_worker(aiohttp_client, settings)
+    strict_app, strict_client = await _remoting_worker(aiohttp_client, settings.with_overrides(remoting_stale_reads=False))
     await register(stale_client, registration(topics=["T1"]))
     lenient = await RemotingClient.connect(stale_app[REMOTING].bound_port)
     strict = await RemotingClient.connect(strict_app[REMOTING].bound_port)

@@ -174,18 +174,9 @@ PASSWORD_PARTS = (PASSWORD, ENCODED, "p@ss", "ss/w", "w:rd", "rd#1", "p%40", "co
 
 def bad_setting(env: dict[str, str], args: list[str] | None = None) -> str:
     """Runs a worker with a bad setting: the one line it writes on stderr, once it has
-    exited 2 at once, with nothing on stdout and no password anywhere."""
-    proc = start(args or SERVE + ["--port", str(free_port())], env, errors=subprocess.PIPE)
-    try:
-        out, err = (b.decode() for b in proc.communicate(timeout=AT_ONCE_S))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise AssertionError(f"still running: {proc.communicate()}") from None
-    assert proc.returncode == 2, (out, err)
-    assert out == "" and "Traceback" not in err, (out, err)
-    lines = err.splitlines()
-    assert len(lines) == 1 and "cannot start: " in lines[0], err
-    assert not any(part in out + err for part in PASSWORD_PARTS), err
+    exited 2 at once, with nothing on stdout and no password anywhere (first_line)."""
+    _, lines = first_line(env, args, limit_s=AT_ONCE_S)
+    assert len(lines) == 1, lines
     return lines[0]
 
 
@@ -295,3 +286,77 @@ def test_a_percent_encoded_password_with_url_delimiters_serves_and_is_never_prin
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0 and not any(part in out for part in PASSWORD_PARTS), out
+
+
+# ------------------------------------------------------------------ the line that says what is wrong
+# Each case: exit 2, the first line on stderr is the reason naming the setting at fault,
+# nothing on stdout, no password anywhere.
+
+def first_line(env: dict[str, str], args: list[str] | None = None, limit_s: float = 40) -> tuple[str, list[str]]:
+    """Runs a worker that must refuse to start: its first stderr line, once it has exited
+    2 saying it cannot start in that line, and all its stderr lines."""
+    proc = start(args or SERVE + ["--port", str(free_port())], env, errors=subprocess.PIPE)
+    try:
+        out, err = (b.decode() for b in proc.communicate(timeout=limit_s))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"still running after {limit_s} s: {proc.communicate()}") from None
+    assert proc.returncode == 2, (out, err)
+    lines = err.splitlines()
+    assert out == "" and lines and "cannot start: " in lines[0] and "Traceback" not in err, err
+    assert not any(part in out + err for part in PASSWORD_PARTS), err
+    return lines[0].split("cannot start: ", 1)[1], lines
+
+
+def test_the_cannot_start_line_is_the_first_and_only_one(redis_url: str, taken_port: int) -> None:
+    # the lines of the start (the security posture, "stopped") no longer come before it
+    line, lines = first_line({"REDIS_URL": redis_url}, SERVE + ["--port", str(taken_port)])
+    assert line.startswith(f"RMQ_PORT={taken_port}: cannot listen") and len(lines) == 1
+
+
+def test_a_sentinel_url_to_a_plain_redis_says_no_sentinel_answers(redis_server: RedisServer) -> None:
+    line, lines = first_line({"REDIS_URL": f"redis+sentinel://:{ENCODED}@127.0.0.1:{redis_server.port}/mymaster/0"})
+    assert line.startswith(f"REDIS_URL=redis+sentinel://:***@127.0.0.1:{redis_server.port}/mymaster/0: no Sentinel "
+                           "there, a plain Redis answers")
+    assert len(lines) == 1  # not a 91-line traceback
+
+
+def test_a_password_for_a_redis_that_has_none_is_refused(redis_server: RedisServer) -> None:
+    line, _ = first_line({"REDIS_URL": f"redis://:{ENCODED}@127.0.0.1:{redis_server.port}/0"})
+    assert line.startswith(f"REDIS_URL=redis://:***@127.0.0.1:{redis_server.port}/0: a password is given but "
+                           "Redis has none")
+
+
+def test_a_wrong_password_in_the_query_is_reported_as_wrong_not_as_missing(guarded_redis: RedisServer) -> None:
+    line, _ = first_line({"REDIS_URL": f"redis://127.0.0.1:{guarded_redis.port}/0?password=wrong-{ENCODED}"})
+    assert line.startswith(f"REDIS_URL=redis://127.0.0.1:{guarded_redis.port}/0?password=***: Redis refused the "
+                           "password") and "gives none" not in line and "wrong-" not in line
+
+
+@pytest.mark.parametrize("host, why", [("192.0.2.1", "not an address of this machine"),
+                                       ("no-such-host.invalid", "not a host name or address")])
+def test_a_bad_host_is_blamed_on_RMQ_HOST_not_on_RMQ_PORT(redis_url: str, host: str, why: str) -> None:
+    line, _ = first_line({"REDIS_URL": redis_url, "RMQ_HOST": host},
+                         [console_script("rmq-registry"), "serve", "--port", str(free_port())])
+    assert line.startswith(f"RMQ_HOST={host}: cannot listen on {host}:") and why in line
+
+
+def test_rediss_to_a_plain_redis_is_told_as_a_tls_mismatch_not_a_timeout(redis_server: RedisServer) -> None:
+    line, _ = first_line({"REDIS_URL": f"rediss://:{ENCODED}@127.0.0.1:{redis_server.port}/0",
+                          "RMQ_REDIS_START_TIMEOUT_MS": "30000"})
+    assert line.startswith(f"REDIS_URL=rediss://:***@127.0.0.1:{redis_server.port}/0: 127.0.0.1:{redis_server.port} "
+                           "speaks plain Redis, not TLS") and "unreachable" not in line
+
+
+def test_an_unknown_rmq_variable_is_warned_first_naming_the_nearest_setting(redis_url: str) -> None:
+    proc = start(SERVE + ["--port", str(free_port())], {"REDIS_URL": redis_url, "RMQ_REDIS_URL": redis_url})
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().decode()
+        while "serving on" not in proc.stdout.readline().decode():
+            assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=40)
+    assert first.rstrip().endswith("RMQ_REDIS_URL is not a setting: ignored (did you mean REDIS_URL?)")
+    assert "WARNING" in first

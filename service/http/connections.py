@@ -133,13 +133,23 @@ class HttpServer:
         server, timeout, loop = self.runner.server, self.header_timeout_s, asyncio.get_running_loop()
         assert server is not None, "setup() first"
         # web.Server is the protocol factory aiohttp's own sites hand to create_server
+        # SO_REUSEADDR: a worker restarted on this host binds at once, past the connections
+        # its predecessor closed (TIME_WAIT)
         self._listener = await loop.create_server(lambda: HeaderDeadline(server(), timeout, loop), host, port,
-                                                  backlog=backlog)
+                                                  backlog=backlog, reuse_address=True)
 
     @property
     def port(self) -> int:
         assert self._listener is not None, "listen() first"
         return self._listener.sockets[0].getsockname()[1]
+
+    def close_connections(self) -> None:
+        """Closes idle keep-alive connections now and the others once their request is
+        answered (aiohttp's ``RequestHandler.close``): at drain start, so that clients take
+        their next request elsewhere and none holds the worker past its drain."""
+        if self.runner.server is not None:
+            for conn in self.runner.server.connections:
+                conn.close()
 
     async def cleanup(self) -> None:
         """Stops accepting, lets in-flight requests finish (within the shutdown timeout),
@@ -148,6 +158,9 @@ class HttpServer:
             self._listener.close()
             self._listener = None
         if self.runner.server is not None:
+            # idle keep-alive connections opened since the drain began: aiohttp's shutdown
+            # alone waits its whole timeout for their next request
+            self.close_connections()
             # before the runner's cleanup: releases before 3.10 close connections only
             # through their sites, and this server has none
             await self.runner.server.shutdown(self.shutdown_timeout_s)

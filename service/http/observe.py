@@ -27,9 +27,11 @@ from service.http.errors import ApiError, error_response
 from service.http.request_metrics import RequestTally
 from service.logs import REQUEST_ID, RefusalLog, WindowedLog, new_request_id, printable
 from service.registry import Busy
-from service.store import StoreRefusing, StoreUnavailable, outcome_text
+from service.store import NotReplicated, StoreRefusing, StoreUnavailable, outcome_text
 
 log = logging.getLogger(__name__)
+
+READ_METHODS = frozenset({"GET", "HEAD"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -83,13 +85,13 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
             except Busy as e:  # counted and logged once per burst by the registry
                 response = error_response(503, "BUSY", str(e), headers={"Retry-After": "1"})
             except StoreUnavailable as e:
-                if isinstance(e, StoreRefusing):
+                if isinstance(e, (StoreRefusing, NotReplicated)):
                     pass  # refusals are logged once per burst by the store
                 elif failures is not None:
                     failures.write(type(e).__name__, f"Redis unavailable: {e}")
                 else:
                     log.warning("Redis unavailable: %s", e)
-                response = error_response(503, "STORE_UNAVAILABLE", unavailable_message(e),
+                response = error_response(503, "STORE_UNAVAILABLE", unavailable_message(e, request.method),
                                           headers={"Retry-After": "1"})
             except ConnectionResetError as e:  # the client hung up (mid-body): nobody to answer
                 log.info("client %s hung up during %s %s: %s", request.remote, request.method, request.path, e)
@@ -111,10 +113,10 @@ def observed(handler: Handler, tally: RequestTally, method: str, route: str,
     return observe
 
 
-def unavailable_message(e: StoreUnavailable) -> str:
+def unavailable_message(e: StoreUnavailable, method: str) -> str:
     """What a 503 tells the caller: whether the change was applied, and whether a retry is
-    safe (the remoting front says the same)."""
-    return outcome_text(e)
+    safe; a read's, only that the store is unavailable (the remoting front says the same)."""
+    return outcome_text(e, read=method in READ_METHODS)
 
 
 def http_error(request: web.Request, e: web.HTTPException) -> web.Response:

@@ -72,8 +72,10 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "KvTable": {"type": "object", "properties": {"table": {"type": "object", "additionalProperties": _STR}}},
     "Status": {"type": "object", "properties": {"status": _STR}},
     "Readiness": {"type": "object", "properties": {
-        "status": _STR, "writes": {**_STR, "description": "ok, or refused: <causes> while Redis refuses writes"},
-        "redis": {**_STR, "description": "with ?exclude=redis: ok, or unreachable as of the last change-record poll"},
+        "status": {**_STR, "description": "ready, or not ready (503, with the API's error and message)"},
+        "writes": {**_STR, "description": "ok, or refused: <causes> while Redis refuses writes"},
+        "redis": {**_STR, "description": "ok, or unreachable (with ?exclude=redis as of the last change-record poll)"},
+        "error": {**_STR, "description": "503 only: STORE_UNAVAILABLE"}, "message": {**_STR, "description": "503 only: why"},
         "store": {**_STR, "description": "present only after a store reset, until the fleet is back: what was lost"}}},
     "StoreResets": {"type": "object", "properties": {
         "resets": {**_INT, "description": "store resets this worker noticed since it started"},

@@ -41,6 +41,7 @@ from service.http.app_keys import CACHE, REGISTRY, SCANNER, STORE, add_route
 from service.http.errors import error_response, invalid
 from service.http.queue_tally import QueueTally
 from service.http.views import answer_response, compressed, etag_matches, json_response
+from service.liveness import LATE_FRACTION
 from service.scripts import text
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,9 @@ async def live_brokers(app: web.Application, cursor: str = "", limit: int = LIVE
             "zoneName": text(zone) or None,
         })
     next_cursor = orjson.dumps([text(next_group[0]), text(next_group[1])]).decode() if next_group else None
-    return {"version": int(text(version)), "now": now, "brokers": brokers, "nextCursor": next_cursor}
+    # the late rule is the server's (the gauge rmq_late_brokers counts by it too): the page reads it here
+    return {"version": int(text(version)), "now": now, "lateFraction": LATE_FRACTION, "brokers": brokers,
+            "nextCursor": next_cursor}
 
 
 async def topic_summary(app: web.Application, cursor: str = "", limit: int = SUMMARY_LIMIT, prefix: str = "",

@@ -31,6 +31,7 @@ from service.models import (
     validated,
 )
 from service.registry import RegistrationRefused, Registry, body_digest, body_weight, in_zone, off_loop
+from service.store import StoreUnavailable
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -400,36 +401,45 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """Both forms answer one shape: ``status`` (ready / not ready), ``redis`` (ok /
+    unreachable), ``writes`` (ok / refused: <causes>), ``store`` after a store reset; a 503
+    adds the API's ``error`` and ``message``. ``?exclude=redis`` (the Deployment's readiness
+    probe) is this worker's own readiness: serving and not draining, whatever Redis does.
+    Redis is shared by every worker, so its outage taking them all out of the Service would
+    turn the stale reads and the writes' clear 503 into refused connections; what Redis did
+    at the last change-record poll is told, and no Redis call is made (a frozen Redis does
+    not slow the probe). Without it, Redis is asked now."""
     excluded = request.query.getall("exclude", [])
     if any(check != "redis" for check in excluded):
         raise invalid("exclude takes one check: redis")
-    if node(request).stopping:
-        return error_response(503, "STORE_UNAVAILABLE", "shutting down")
-    store = node(request).store
-    if excluded:
-        return json_response(worker_readiness(node(request).cache, store.refusals.recent()))
-    await store.ready()
-    # Still ready when Redis refuses writes: reads go on, and every worker sees the same
-    # Redis, so taking them out of the balancer would only stop the reads too.
-    refused = store.refusals.recent()
-    body = {"status": "ready", "writes": f"refused: {', '.join(refused)}" if refused else "ok"}
+    worker = node(request)
+    body = readiness(worker.cache.unreachable, worker.store.refusals.recent())
     # Still ready after a store reset: the brokers re-register through this very Service;
     # the body says so until the fleet is back (service/store_watch.py).
-    reset = node(request).scanner.watch.recent()
+    reset = worker.scanner.watch.recent()
     if reset is not None:
         body["store"] = reset.describe()
+    if worker.stopping:
+        return not_ready(body, "shutting down")
+    if not excluded:
+        try:
+            await worker.store.ready()
+        except StoreUnavailable as e:
+            return not_ready({**body, **readiness(True, [])}, f"Redis unreachable: {e}")
+        body.update(readiness(False, worker.store.refusals.recent()))  # reached just now
+    # Still ready when Redis refuses writes: reads go on, and every worker sees the same
+    # Redis, so taking them out of the balancer would only stop the reads too.
     return json_response(body)
 
 
-def worker_readiness(cache: ReadCache, refused: list[str]) -> dict[str, str]:
-    """`/readyz?exclude=redis` (the Deployment's readiness probe): this worker serves and is
-    not draining, whatever Redis does. Redis is shared by every worker, so its outage
-    taking them all out of the Service would turn the stale reads and the writes' clear 503
-    into refused connections; what Redis did at the last change-record poll is told, and
-    no Redis call is made (a frozen Redis does not slow the probe)."""
-    if cache.unreachable:
+def readiness(unreachable: bool, refused: list[str]) -> dict[str, str]:
+    if unreachable:
         return {"status": "ready", "redis": "unreachable", "writes": "refused: Redis unreachable"}
     return {"status": "ready", "redis": "ok", "writes": f"refused: {', '.join(refused)}" if refused else "ok"}
+
+
+def not_ready(body: dict[str, str], why: str) -> web.Response:
+    return json_response({**body, "status": "not ready", "error": "STORE_UNAVAILABLE", "message": why}, status=503)
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -66,6 +66,15 @@ class HandlerContext:
 
 _timeout = getattr(asyncio, "timeout", None)
 
+# requests that change nothing: a failure's answer says the store is unavailable, not what
+# became of a change (QUERY_DATA_VERSION is not one: it refreshes the broker's heartbeat)
+READS = frozenset({
+    codes.GET_KV_CONFIG, codes.GET_ROUTEINFO_BY_TOPIC, codes.GET_BROKER_CLUSTER_INFO,
+    codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, codes.GET_KVLIST_BY_NAMESPACE, codes.GET_TOPICS_BY_CLUSTER,
+    codes.GET_SYSTEM_TOPIC_LIST_FROM_NS, codes.GET_UNIT_TOPIC_LIST, codes.GET_HAS_UNIT_SUB_TOPIC_LIST,
+    codes.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST, codes.GET_BROKER_MEMBER_GROUP, codes.GET_NAMESRV_CONFIG,
+})
+
 HANDLERS: dict[int, Handler] = {
     codes.PUT_KV_CONFIG: put_kv,
     codes.GET_KV_CONFIG: get_kv,
@@ -117,11 +126,11 @@ async def dispatch(ctx: HandlerContext, cmd: Command, timeout: float) -> Command
     except StoreUnavailable as e:
         if not isinstance(e, (StoreRefusing, NotReplicated)):  # refusals are logged once per burst by the store
             ctx.failures.write(type(e).__name__, f"Redis unavailable for request code {cmd.code}: {e}")
-        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(e))
+        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(e, read=cmd.code in READS))
     except asyncio.TimeoutError:  # the handler's own calls may have gone through
         # a frozen Redis makes every request late at once: one line per window, as its failures
         ctx.failures.write("TimeoutError", f"request code {cmd.code} took longer than {timeout:.1f} s")
-        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(OutcomeUnknown()))
+        return fail(cmd, codes.SYSTEM_ERROR, outcome_text(OutcomeUnknown(), read=cmd.code in READS))
     except Exception:
         log.exception("unhandled error in request code %s", cmd.code)
         return fail(cmd, codes.SYSTEM_ERROR, "internal error; see the registry's log")

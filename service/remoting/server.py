@@ -66,6 +66,11 @@ SWEEP_S = 1.0
 _NO_LIMIT = contextlib.nullcontext()
 
 
+def tls_record(prefix: bytes) -> bool:
+    """Whether a connection's first 4 bytes are a TLS handshake record's (type 0x16, version
+    3.x), not a frame: as a length field they read 369 MB and up, never a frame's."""
+    return prefix[0] == tls.HANDSHAKE and prefix[1] == 3
+
 
 class RemotingServer:
     def __init__(self, ctx: HandlerContext, host: str, port: int, *, max_in_flight: int = 256, max_running: int = 64,
@@ -131,6 +136,14 @@ class RemotingServer:
         self.ctx.listen_port = self._bound
         self._sweeper = asyncio.create_task(self._sweep())
         log.info("RocketMQ remoting endpoint on %s:%d", self.host, self.bound_port)
+
+    def stop_accepting(self) -> None:
+        """Stops listening (the worker's drain begins): clients connect to another name
+        server from now, while the connections open are served until ``stop``."""
+        if self.server is not None and self._bound is not None:
+            self.server.close()
+            log.info("RocketMQ port %d: not accepting connections (stopping); the %d open are served until "
+                     "the worker stops", self._bound, len(self.open))
 
     async def stop(self) -> None:
         """Stops listening and closes every connection (no broker is destroyed by it)."""
@@ -206,6 +219,7 @@ class RemotingServer:
         protocol = writer.transport.get_protocol()
         assert isinstance(protocol, RouteReads)  # start() makes every connection's
         frames = protocol.taken  # the reader, counting what this loop takes from it
+        first = True
         try:
             if source is not None:  # read off the socket before TLS (tls.Listener)
                 peer = conn.peer = source
@@ -225,6 +239,12 @@ class RemotingServer:
                         log.info("connection %s closed inside a frame", peer)
                     break
                 conn.frame_started = loop.time()
+                if first and tls_record(prefix):  # in mode disabled: the other modes' Listener takes TLS
+                    self.refused["tls_disabled"] += 1
+                    log.warning("closing connection %s: a TLS handshake, and RMQ_REMOTING_TLS_MODE=disabled serves "
+                                "plain connections only (permissive serves both)", peer)
+                    break
+                first = False
                 length = codec.frame_length(prefix)
                 reserved = length if length > SMALL_FRAME else 0
                 if reserved:

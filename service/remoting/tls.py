@@ -4,8 +4,9 @@ RocketMQ's NettyRemotingServer looks at the first byte of each connection (its
 TlsModeHandler): 0x16, the first byte of a TLS handshake record, means TLS; anything else
 is a plain RocketMQ frame. ``RMQ_REMOTING_TLS_MODE`` takes Java's three modes:
 
-- ``disabled``: plain only. The first byte is not looked at; a TLS handshake is read as a
-  frame too large to be one and the connection is closed (counted ``bad_frame``);
+- ``disabled``: plain only, served by an asyncio server; a connection whose first bytes
+  are a TLS handshake record's is closed, said and counted as such (``tls_disabled``,
+  service/remoting/server.py);
 - ``permissive`` (the default, as in Java): the first byte decides, TLS or plain;
 - ``enforcing``: TLS only; a plain connection is closed before anything is read from it.
 

@@ -338,7 +338,7 @@ async def test_namesrv_config_answers_the_settings_as_properties_without_secrets
 
 
 async def test_namesrv_config_carries_the_java_nameservers_keys_with_javas_booleans(make_worker) -> None:
-    worker: Worker = await make_worker(order_message_enable=True, scan_interval_ms=7000)
+    worker: Worker = await make_worker(order_message_enable=True, scan_interval_ms=7000, remoting_stale_reads=False)
     rmq = await RemotingClient.connect(worker.port)
     body = (await rmq.call(request(codes.GET_NAMESRV_CONFIG, {}))).body.decode()
     props = dict(line.split("=", 1) for line in body.splitlines())

@@ -26,6 +26,7 @@ from tests.remoting.conftest import Worker
 from tests.remoting.frames import register, route
 from tests.remoting.test_proxy_protocol import v1, v2
 from tests.tls_certs import Certs, insecure_client, make_certs
+from tests.waits import BOUND_S, until
 
 
 # a worker makes its self-signed certificate with the openssl command (Debian's ca-certificates needs it)
@@ -188,6 +189,18 @@ async def test_enforcing_serves_a_tls_client(make_worker: Any) -> None:
 async def test_disabled_refuses_a_tls_client(make_worker: Any) -> None:
     worker = await make_worker(remoting_tls_mode="disabled")
     assert await refused(worker.port, insecure_client())
+
+
+async def test_disabled_tells_a_tls_attempt_as_one_in_one_line_and_counts_it(
+        make_worker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    worker = await make_worker(remoting_tls_mode="disabled")
+    with caplog.at_level(logging.INFO, logger="service.remoting"):
+        assert await refused(worker.port, insecure_client())
+        lines = await until(lambda: [r.getMessage() for r in caplog.records if r.name.startswith("service.remoting")
+                                     and "closing connection" in r.getMessage()], BOUND_S, "the closing line")
+    [line] = lines
+    assert "a TLS handshake" in line and "RMQ_REMOTING_TLS_MODE=disabled" in line and "exceeds" not in line
+    assert worker.app[REMOTING].refused["tls_disabled"] == 1 and worker.app[REMOTING].closed["bad_frame"] == 0
 
 
 async def test_disabled_serves_a_plain_client(make_worker: Any) -> None:

@@ -7,7 +7,6 @@
   const TALLY_STEP_MS = 300;    // while the server reads a pass of the write-queue tally
   const FETCH_TIMEOUT_MS = 8000;
   const MAX_TOPIC_ROWS = 200;
-  const LATE = 0.8;
   const OPEN_UP_TO = 30;        // broker groups: up to this many, every cluster starts open
   const TOKEN_KEY = "rmq-registry-token";
   const SVG = "http://www.w3.org/2000/svg";
@@ -366,7 +365,7 @@
     const age = Math.max(0, now - b.lastUpdateTimestamp);
     const timeout = b.heartbeatTimeoutMillis || 1;
     const ratio = age / timeout;
-    const kind = ratio >= 1 ? "expired" : ratio > LATE ? "late" : "ok";
+    const kind = ratio >= 1 ? "expired" : ratio > state.live.lateFraction ? "late" : "ok";  // the server's rule
     return { kind, label: seconds(age) + " / " + seconds(timeout), age, timeout, ratio, b };
   }
 
