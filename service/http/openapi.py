@@ -77,7 +77,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "store": {**_STR, "description": "present only after a store reset, until the fleet is back: what was lost"}}},
     "StoreResets": {"type": "object", "properties": {
         "resets": {**_INT, "description": "store resets this worker noticed since it started"},
-        "lastReset": {"type": ["object", "null"], "description": "the last one, null before any", "properties": {
+        "lastReset": {"type": ["object", "null"], "description": "the last one, as the store records it for every worker (one started after it included); null before any", "properties": {
             "at": _INT, "lostGroups": _INT, "lostTopics": _INT, "lostBrokers": _INT, "lostChanges": _INT, "gone": _STR,
             "groupsNow": _INT, "backAt": {"type": ["integer", "null"]},
             "recent": {"type": "boolean", "description": "the fleet is not back yet (and it is less than an hour old)"},

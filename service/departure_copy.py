@@ -1,0 +1,54 @@
+"""This worker's copy of the registry's departures record (``Keys.departures`` and the
+returns marked in ``Keys.departures_back``), kept so that a store reset does not erase
+the last hour: the record lives in Redis with everything else, and a wipe takes it too.
+
+Each scan pass reads what was added since the last (the entries from the newest one it
+holds, so a pass costs what changed, not the hour), trimmed as the store trims it: the
+last hour and the last 1,000. The worker that notices a reset writes its copy back
+(lua/departures_restore.lua: ZADD of the same entries, so several workers writing back
+the same hour leave it once). What left between a worker's last pass and the wipe is
+lost with the store.
+"""
+
+from __future__ import annotations
+
+import time
+
+from service.scripts import Scripts, text
+from service.store import Store
+
+WINDOW_MS = 3_600_000  # lua/_members.lua DEPARTURES_MS
+RETAIN = 1000  # lua/_members.lua DEPARTURES_RETAIN
+
+
+class DepartureCopy:
+    def __init__(self, store: Store, scripts: Scripts) -> None:
+        self.store = store
+        self.scripts = scripts
+        self.entries: dict[str, int] = {}  # the entry's JSON as the store holds it -> when (ms)
+        self.backs: dict[str, int] = {}  # departures-back field -> when the broker came back (ms)
+
+    async def follow(self) -> None:
+        """Adds what the store holds since the newest entry this copy has. Raises
+        StoreUnavailable as any call."""
+        keys, redis = self.store.keys, self.store.redis
+        since = max(self.entries.values(), default=int(time.time() * 1000) - WINDOW_MS)
+        raw = await self.store.call(redis.zrangebyscore(keys.departures, since, "+inf", withscores=True))
+        for entry, at in raw:
+            self.entries[text(entry)] = int(at)
+        if self.entries:
+            self.backs.update({text(f): int(v) for f, v in (await self.store.call(
+                redis.hgetall(keys.departures_back))).items()})
+        self.trim(int(time.time() * 1000))
+
+    def trim(self, now_ms: int) -> None:
+        kept = sorted(((at, e) for e, at in self.entries.items() if at >= now_ms - WINDOW_MS), reverse=True)[:RETAIN]
+        self.entries = {e: at for at, e in kept}
+        oldest = min(self.entries.values(), default=now_ms)
+        self.backs = {f: v for f, v in self.backs.items() if int(f.rsplit("|", 1)[1]) >= oldest}
+
+    async def restore(self) -> int:
+        """Writes this copy back into the store (after a reset); how many entries it held."""
+        if self.entries:
+            await self.scripts.departures_restore(self.entries, self.backs)
+        return len(self.entries)
