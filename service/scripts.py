@@ -208,10 +208,18 @@ class Scripts:
 
     async def departures(self) -> list[dict[str, Any]]:
         """lua/departures.lua: the brokers that left in the last hour, newest first, each
-        {brokerAddr, brokerName, cluster, brokerId, cause, at} (docs/api.md)."""
-        entries = [orjson.loads(raw) for raw in await self.store.run("departures", [])]
+        {brokerAddr, brokerName, cluster, brokerId, cause, at, backAt} (docs/api.md)."""
+        raw, backs = await self.store.run("departures", [])
+        entries = [orjson.loads(e) for e in raw]
         return [{"brokerAddr": e["brokerAddr"], "brokerName": e["brokerName"], "cluster": e["cluster"],
-                 "brokerId": e.get("brokerId"), "cause": e["cause"], "at": int(e["at"])} for e in entries]
+                 "brokerId": e.get("brokerId"), "cause": e["cause"], "at": int(e["at"]),
+                 "backAt": int(back) if back else None} for e, back in zip(entries, backs)]
+
+    async def departures_back(self, departed: dict[str, str]) -> list[str]:
+        """lua/departures_back.lua: marks the departures (field -> address) whose address is
+        registered again; the fields it marked."""
+        args = [v for field, addr in departed.items() for v in (field, addr)]
+        return [text(f) for f in (await self.store.run("departures_back", args))[1]]
 
     async def departures_restore(self, entries: dict[str, int], backs: dict[str, int]) -> int:
         """lua/departures_restore.lua: a worker's copy of the record written back after a

@@ -113,11 +113,12 @@ class StoreWatch:
         self._passes = [*self._passes[-1:], (groups, topics, brokers)]
 
     async def check(self) -> Reset | None:
-        """Reads the stamps, then the reset record, then the departures added since: the
-        reset when this call noticed one, else None. Raises StoreUnavailable as any call."""
+        """Reads the stamps, then the reset record, then the departures added since (marking
+        the brokers that came back): the reset when this call noticed one, else None. Raises StoreUnavailable as any call."""
         noticed = await self.notice()
         await self.read_record()
         await self.departures.follow()
+        await self.departures.mark_returns()
         return self.last if noticed else None
 
     async def notice(self) -> bool:

@@ -98,7 +98,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
                   "properties": {
                       "brokerAddr": _STR, "brokerName": _STR, "cluster": _STR, "brokerId": {"type": ["integer", "null"]},
                       "cause": {"enum": ["unregistered", "connection closed", "expired"]},
-                      "at": {**_INT, "description": "when it was removed: ms since the epoch, Redis time"}}}}}},
+                      "at": {**_INT, "description": "when it was removed: ms since the epoch, Redis time"},
+                      "backAt": {"type": ["integer", "null"], "description": "when a scan pass first found it registered again (ms, Redis time); null until then"}}}}}},
     "TopicSummary": {"type": "object", "properties": {"topics": {"type": "array", "items": {"type": "object", "properties": {
         "topic": _STR, "orderTopicConf": {"type": ["string", "null"]},
         "queueDatas": {"type": "array", "items": {"$ref": REF.format(model="QueueData")}}}}},

@@ -11,7 +11,7 @@
   ``cluster=`` and ``system=0`` filter it, a bounded number of pages per request;
 - ``GET /v1/brokers/write-queues``  writable write queues per broker group over every
   topic (service/http/queue_tally.py), a bounded slice of the fleet read per request;
-- ``GET /v1/departures``   the brokers that left in the last hour, with cause and time
+- ``GET /v1/departures``   the brokers that left in the last hour, with cause and time, and when each came back
   (read-only script ``departures.lua``; the scripts that remove a broker record it).
 - ``GET /v1/store``    the last store reset, as the store records it for every worker (service/store_watch.py),
   which the first screen shows until the fleet is back.

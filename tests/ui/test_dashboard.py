@@ -394,6 +394,10 @@ async def test_the_page_says_when_it_shows_data_from_memory_while_redis_is_down(
         assert "from the registry's memory" in await text(page, "#status-text")
         # the clusters it knew are still shown
         assert await text(page, "#count-clusters") == str(expected_summary()["clusters"])
+        # and nothing is called right that was not read: no green "Nothing wrong"
+        await page.wait_for_selector('#problems [data-verdict="unknown"]', timeout=WAIT_MS)
+        assert await page.locator("#problems .all-well").count() == 0
+        assert (await text(page, '#problems [data-verdict="unknown"]')).startswith("Not known now")
     finally:
         redis_server.start()
     await page.wait_for_selector('#status[data-state="ok"]', timeout=WAIT_MS)
@@ -428,4 +432,44 @@ async def test_the_first_screen_says_the_store_was_reset_until_the_fleet_is_back
     assert await page.locator(".all-well").count() == 0
     await seed(worker)  # the brokers re-register
     await page.wait_for_selector('[data-problem="store-reset"]', state="detached", timeout=WAIT_MS)
+    assert page.errors == []
+
+
+async def test_a_worker_started_after_the_wipe_shows_the_reset_on_its_first_screen(
+        worker_factory: Any, browser: Any, redis_url: str) -> None:
+    old: Worker = await worker_factory()
+    await seed(old)
+    await fleet_scanned(old)
+    r = redis.Redis.from_url(redis_url)
+    try:
+        r.flushall()
+        await waits.until(lambda: old.app[SCANNER].watch.resets == 1, WAIT_MS / 1000, "the old worker noticing")
+    finally:
+        r.close()
+    new: Worker = await worker_factory()  # remembers nothing of the store before
+    page = await open_page(browser, new.url)
+    await page.wait_for_selector('[data-problem="store-reset"]', timeout=WAIT_MS)
+    said = await text(page, '[data-problem="store-reset"]')
+    assert f"{expected_summary()['groups']} broker groups and " in said, said
+    assert await page.locator(".all-well").count() == 0
+    assert page.errors == []
+
+
+async def test_a_broker_that_left_and_came_back_stays_on_the_first_screen_with_both_times(
+        worker_factory: Any, browser: Any) -> None:
+    worker: Worker = await worker_factory()
+    await seed(worker)
+    slave = {"clusterName": "ClusterA", "brokerAddr": "10.0.1.2:10911", "brokerName": "broker-a", "brokerId": 1}
+    async with worker.session.post(f"{worker.url}/v1/brokers/unregister", json=slave) as resp:
+        assert resp.status == 200, await resp.text()
+    await worker.register(registration(addr="10.0.1.2:10911", name="broker-a", broker_id=1, cluster="ClusterA",
+                                       topics=[], timeout_ms=120_000))
+    page = await open_page(browser, worker.url)
+    await loaded(page)
+    shown = '[data-problem="back"] [data-back="10.0.1.2:10911"]'
+    await until(page, "(s) => /, back \\d\\d:\\d\\d$/.test(document.querySelector(s)?.textContent || '')", shown)
+    said = await text(page, shown)
+    assert said.startswith("10.0.1.2:10911 broker-a slave 1, left ") and "(unregistered), back " in said, said
+    assert await page.locator('[data-problem="departed"]').count() == 0  # it is registered: nothing missing
+    assert "no broker left" not in await text(page, "#problems")
     assert page.errors == []

@@ -45,6 +45,8 @@
     problemsKey: "",
     departures: [],     // the brokers that left in the last hour, newest first (GET /v1/departures)
     storeReset: null,   // the last store reset the worker noticed, while the fleet is not back (/v1/store)
+    readsFailing: false, // the last refresh's reads failed: the page cannot say what is right now
+    departuresRead: false, // the last /v1/departures read answered
   };
 
   // ------------------------------------------------------------------ helpers
@@ -84,6 +86,10 @@
 
   function timeOf(date) {
     return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+  }
+
+  function hourMinute(date) {
+    return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hour12: false });
   }
 
   function seconds(ms) {
@@ -276,6 +282,10 @@
     const failure = results.slice(0, 3).find((r) => r.status === "rejected");
     const [cluster, live, summary, record] = results.map((r) => (r.status === "fulfilled" ? r.value : null));
     if (record) state.departures = record.departures;
+    // what the first screen may claim: nothing is "wrong" or "right" about what was not read
+    const failing = Boolean(failure), departuresRead = Boolean(record);
+    const readsChanged = failing !== state.readsFailing || departuresRead !== state.departuresRead;
+    state.readsFailing = failing; state.departuresRead = departuresRead;
     if (live) {
       state.live = live; state.liveAt = performance.now();
       state.liveMap = new Map(live.brokers.map((b) => [b.brokerAddr, b]));
@@ -286,8 +296,8 @@
     else if (live) updateLive();
     if (summary || cluster) renderTopics();
     if (!summary && state.summary) renderPager();
-    if (cluster || live || summary || record) renderCounts();
-    if (cluster || live || record || resetChanged) renderProblems();
+    if (cluster || live || summary || record || resetChanged) renderCounts();
+    if (cluster || live || record || resetChanged || readsChanged) renderProblems();
     if (cluster || live) { renderBroker(); renderRoute(); }
     if (!failure) {
       state.lastOk = new Date();
@@ -410,19 +420,25 @@
     return out;
   }
 
-  // Departures of addresses not registered now (the newest of each): a member that left
-  // and did not come back, from the registry's record, so every browser sees the same.
+  // The registry's record of the last hour, so every browser sees the same, split in two:
+  // `left`, the newest departure of each address that did not come back (not registered
+  // now, no return marked); `back`, every departure whose broker came back since (a return
+  // the registry marked, an address registered now, or one that left again later), which
+  // stays on the screen for its hour.
   function departed() {
     const registered = new Set();
     for (const g of Object.values((state.cluster && state.cluster.brokerAddrTable) || {})) {
       for (const addr of Object.values(g.brokerAddrs)) registered.add(addr);
     }
-    const seen = new Set();
-    return state.departures.filter((d) => {
-      if (registered.has(d.brokerAddr) || seen.has(d.brokerAddr)) return false;
-      seen.add(d.brokerAddr);
-      return true;
-    });
+    const newest = new Map();
+    for (const d of state.departures) if (!newest.has(d.brokerAddr)) newest.set(d.brokerAddr, d);
+    const left = [], back = [];
+    for (const d of state.departures) {
+      const latest = newest.get(d.brokerAddr) === d;
+      if (d.backAt != null || !latest || registered.has(d.brokerAddr)) back.push(d);
+      else left.push(d);
+    }
+    return { left, back };
   }
 
   function groupLink(name) {
@@ -432,7 +448,7 @@
   function renderProblems() {
     if (!state.cluster) return;
     const p = problems();
-    const left = departed();
+    const { left, back } = departed();
     const table = state.cluster.brokerAddrTable;
     // a group none of whose members is registered now, with its newest departure
     const gone = [...new Map(left.filter((d) => !table[d.brokerName]).map((d) => [d.brokerName, d]).reverse()).values()]
@@ -440,7 +456,8 @@
     const stayed = left.filter((d) => table[d.brokerName]);  // members of groups still registered
     // rebuilt when what it says changes (the ages of late and expired members included)
     const key = JSON.stringify([p.noMaster.map((x) => x.g.brokerName + x.ms), p.late.map((x) => x.addr + x.l.label),
-      p.expired.map((x) => x.addr + x.l.label), left.map((d) => d.brokerAddr + d.at), state.storeReset]);
+      p.expired.map((x) => x.addr + x.l.label), left.map((d) => d.brokerAddr + d.at),
+      back.map((d) => d.brokerAddr + d.at + d.backAt), state.storeReset, state.readsFailing, state.departuresRead]);
     if (key === state.problemsKey) return;
     state.problemsKey = key;
     const box = $("problems");
@@ -487,13 +504,34 @@
         ...joined(gone.map((d) => h("span", { "data-gone": d.brokerName }, h("code", {}, d.brokerName),
           " (" + d.cluster + "), its last member " + when(d))))));
     }
-    if (!items.length) {
-      box.replaceChildren(h("p", { class: "all-well" }, "Nothing wrong: every one of the " + totalGroups() +
-        " broker groups has a live master, no member is late or expired, and no broker left in the last hour."));
-      return;
+    const problemsNow = items.length;
+    if (back.length) {
+      items.push(h("li", { class: "info", "data-problem": "back" },
+        h("strong", {}, back.length + (back.length === 1 ? " broker left and came back" : " brokers left and came back") +
+          " in the last hour: "),
+        ...joined(back.map((d) => h("span", { "data-back": d.brokerAddr }, h("code", {}, d.brokerAddr), " ",
+          groupLink(d.brokerName), " " + role(d.brokerId) + ", left " + hourMinute(new Date(d.at)) + " (" + d.cause +
+          "), back" + (d.backAt != null ? " " + hourMinute(new Date(d.backAt)) : ""))))));
     }
-    box.replaceChildren(h("ul", { class: "problem-list" }, ...items),
-      h("p", { class: "help" }, "Brokers that left are the registry's record of the last hour (unregistered, connection closed or expired), the same for every browser."));
+    const help = h("p", { class: "help" }, "Brokers that left are the registry's record of the last hour (unregistered, connection closed or expired), the same for every browser.");
+    // "Nothing wrong" only about what this refresh read: during an outage the page holds an
+    // older picture, and without the departures read it cannot say none left
+    let verdict = null;
+    if (state.readsFailing) {
+      verdict = h("p", { class: "unknown", "data-verdict": "unknown" }, "Not known now: the registry's reads fail (see above)" +
+        (state.lastOk ? "; at the last refresh that answered, " + timeOf(state.lastOk) + ", " +
+          (problemsNow ? "it said:" : "nothing was wrong.") : "."));
+    } else if (!problemsNow && !totalGroups()) {
+      verdict = h("p", { class: "unknown", "data-verdict": "empty" }, "No broker group is registered" +
+        (!state.departuresRead ? "; the brokers that left in the last hour could not be read."
+          : back.length ? "." : ", and no broker left in the last hour."));
+    } else if (!problemsNow) {
+      verdict = h("p", { class: "all-well", "data-verdict": "well" }, "Nothing wrong: every one of the " + totalGroups() +
+        (totalGroups() === 1 ? " broker group has" : " broker groups have") + " a live master and no member is late or expired" +
+        (!state.departuresRead ? "; the brokers that left in the last hour could not be read."
+          : back.length ? "; the brokers below came back." : ", and no broker left in the last hour."));
+    }
+    box.replaceChildren(...(verdict ? [verdict] : []), ...(items.length ? [h("ul", { class: "problem-list" }, ...items), help] : []));
   }
 
   function joined(nodes) {
@@ -744,11 +782,15 @@
       }
       const noMaster = groups.filter((g) => masterState(g) !== "ok").length;
       // against those registered before the losses: the ones that left and did not come back count
-      const left = departed().length;
+      const left = departed().left.length;
+      // after a store reset, the brokers it lost count too until they are back
+      const lost = state.storeReset ? state.storeReset.lostBrokers : 0;
+      const before = Math.max(total + left, lost);
       $("count-clusters").textContent = clusters.length;
       $("count-groups").textContent = groups.length;
-      $("count-brokers").textContent = (state.live ? alive : "–") + " / " + (total + left);
-      $("count-brokers").title = total + " registered" + (left ? ", " + left + " left in the last hour" : "");
+      $("count-brokers").textContent = (state.live ? num(alive) : "–") + " / " + num(before);
+      $("count-brokers").title = total + " registered" + (left ? ", " + left + " left in the last hour" : "") +
+        (before > total + left ? ", " + lost + " before the store reset" : "");
       $("count-nomaster").textContent = noMaster;
       $("count-nomaster").parentElement.classList.toggle("alert", noMaster > 0);
     }
