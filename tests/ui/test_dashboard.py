@@ -430,8 +430,12 @@ async def test_the_first_screen_says_the_store_was_reset_until_the_fleet_is_back
     said = await text(page, '[data-problem="store-reset"]')
     assert f"{expected_summary()['groups']} broker groups and " in said and " topics lost" in said, said
     assert await page.locator(".all-well").count() == 0
+    # the brokers the wipe took count against those alive until they are back
+    members = expected_summary()["members"]
+    await wait_text(page, "#count-brokers", f"0 / {members}")
     await seed(worker)  # the brokers re-register
     await page.wait_for_selector('[data-problem="store-reset"]', state="detached", timeout=WAIT_MS)
+    await wait_text(page, "#count-brokers", f"{members} / {members}")
     assert page.errors == []
 
 
@@ -472,4 +476,30 @@ async def test_a_broker_that_left_and_came_back_stays_on_the_first_screen_with_b
     assert said.startswith("10.0.1.2:10911 broker-a slave 1, left ") and "(unregistered), back " in said, said
     assert await page.locator('[data-problem="departed"]').count() == 0  # it is registered: nothing missing
     assert "no broker left" not in await text(page, "#problems")
+    assert page.errors == []
+
+
+async def test_counts_agree_in_number_and_are_written_one_way_and_the_footer_names_session_storage(
+        worker_factory: Any, browser: Any, redis_url: str) -> None:
+    worker: Worker = await worker_factory()
+    many = 1_234  # past a thousand: a separator
+    await worker.register(registration(addr="10.0.8.1:10911", name="broker-many", broker_id=0, cluster="ClusterM",
+                                       topics={f"M{i:04d}": topic_config(f"M{i:04d}") for i in range(many)},
+                                       timeout_ms=3_600_000))
+    await worker.register(registration(addr="10.0.8.2:10911", name="broker-many", broker_id=1, cluster="ClusterM",
+                                       topics=[], timeout_ms=3_600_000))
+    r = redis.Redis.from_url(redis_url)
+    try:  # both members past 80 % of their hour
+        seconds, _ = r.time()
+        for addr in ("10.0.8.1:10911", "10.0.8.2:10911"):
+            r.hset("{rmq}:live:" + addr, "lastUpdateTimestamp", str(int(seconds) * 1000 - 3_240_000))
+    finally:
+        r.close()
+    page = await open_page(browser, worker.url)
+    await page.wait_for_selector('[data-problem="late"]', timeout=WAIT_MS)
+    assert (await text(page, '[data-problem="late"]')).startswith("2 members late (past 80 % of their timeout): ")
+    await wait_text(page, "#count-topics", f"{many:,}")
+    await wait_text(page, "#topic-caption", f"topics 1-200 of {many:,}")
+    footer = await text(page, "footer")
+    assert "session storage" in footer and "local storage" not in footer, footer
     assert page.errors == []

@@ -469,10 +469,10 @@
       items.push(h("li", { class: "bad", "data-problem": "store-reset" },
         h("strong", {}, "The store (Redis) was reset at " + timeOf(new Date(reset.at)) + ": "),
         (reset.lostGroups || reset.lostTopics
-          ? reset.lostGroups + " broker groups and " + reset.lostTopics + " topics lost; " + reset.groupsNow + " of " +
-            reset.lostGroups + " groups back."
-          : reset.lostChanges + " change records lost (no scan had counted its groups yet); " + reset.groupsNow +
-            " groups back.") +
+          ? num(reset.lostGroups) + " broker groups and " + num(reset.lostTopics) + " topics lost; " +
+            num(totalGroups()) + " of " + num(reset.lostGroups) + " groups back."
+          : num(reset.lostChanges) + " change records lost (no scan had counted its groups yet); " +
+            num(totalGroups()) + " groups back.") +
         " Brokers re-register by themselves within 30 s (Redis restarted empty, a failover to an empty replica, " +
         "or a FLUSHALL)."));
     }
@@ -483,15 +483,17 @@
           " (" + x.cluster + (x.ms === "expired" ? ", master expired" : ", no master registered") + ")")))));
     }
     // one line per kind of member problem: how many, then each address with its group and age
-    const members = (list, kind, cls, one, many, why) => {
+    const members = (list, kind, cls, one, many, [whyOne, whyMany]) => {
       if (!list.length) return;
       items.push(h("li", { class: cls, "data-problem": kind },
-        h("strong", {}, list.length + (list.length === 1 ? one : many) + " (" + why + "): "),
+        h("strong", {}, num(list.length) + (list.length === 1 ? one + " (" + whyOne : many + " (" + whyMany) + "): "),
         ...joined(list.map((x) => h("span", {}, h("code", {}, x.addr), " ", groupLink(x.g.brokerName),
           " " + role(x.id) + ", " + x.l.label)))));
     };
-    members(p.expired, "expired", "bad", " member expired", " members expired", "removed at the next expiry scan");
-    members(p.late, "late", "warn", " member late", " members late", "past 80 % of its timeout");
+    members(p.expired, "expired", "bad", " member expired", " members expired",
+      ["removed at the next expiry scan", "removed at the next expiry scan"]);
+    members(p.late, "late", "warn", " member late", " members late",
+      ["past 80 % of its timeout", "past 80 % of their timeout"]);
     if (stayed.length) {
       items.push(h("li", { class: "warn", "data-problem": "departed" },
         h("strong", {}, stayed.length + (stayed.length === 1 ? " member left" : " members left") + " in the last hour: "),
@@ -612,8 +614,8 @@
       const details = h("details", { class: "cluster", "data-cluster": cluster },
         h("summary", {},
           h("span", { class: "cname" }, cluster), " — ",
-          groups.length + (groups.length === 1 ? " broker group, " : " broker groups, ") +
-          members + (members === 1 ? " broker" : " brokers"), badge),
+          num(groups.length) + (groups.length === 1 ? " broker group, " : " broker groups, ") +
+          num(members) + (members === 1 ? " broker" : " brokers"), badge),
         h("div", { class: "table-wrap" }, table));
       details.open = clusterOpen(cluster, noMaster);
       details.addEventListener("toggle", () => {
@@ -702,7 +704,7 @@
       if (badge.textContent !== text) badge.textContent = text;
       badge.hidden = !c.problems;
     }
-    $("group-found").textContent = q || only ? shown + " of " + total + " groups shown" : "";
+    $("group-found").textContent = q || only ? num(shown) + " of " + num(total) + " groups shown" : "";
   }
 
   function openGroup(name) {
@@ -786,17 +788,17 @@
       // after a store reset, the brokers it lost count too until they are back
       const lost = state.storeReset ? state.storeReset.lostBrokers : 0;
       const before = Math.max(total + left, lost);
-      $("count-clusters").textContent = clusters.length;
-      $("count-groups").textContent = groups.length;
+      $("count-clusters").textContent = num(clusters.length);
+      $("count-groups").textContent = num(groups.length);
       $("count-brokers").textContent = (state.live ? num(alive) : "–") + " / " + num(before);
       $("count-brokers").title = total + " registered" + (left ? ", " + left + " left in the last hour" : "") +
         (before > total + left ? ", " + lost + " before the store reset" : "");
-      $("count-nomaster").textContent = noMaster;
+      $("count-nomaster").textContent = num(noMaster);
       $("count-nomaster").parentElement.classList.toggle("alert", noMaster > 0);
     }
     if (state.summary) {
-      $("count-topics").textContent = state.summary.total;
-      $("count-order").textContent = state.summary.orderTopics;
+      $("count-topics").textContent = num(state.summary.total);
+      $("count-order").textContent = num(state.summary.orderTopics);
     }
   }
 
@@ -861,14 +863,14 @@
     const more = state.summary.nextCursor ? "+" : "";
     const first = state.pages.length * MAX_TOPIC_ROWS;
     let caption = filtered
-      ? (first ? "topics " + (first + 1) + "-" + (first + shown.length) + " of those matching " : shown.length + more + " of ")
-        + total + " topics match"
+      ? (first ? "topics " + num(first + 1) + "-" + num(first + shown.length) + " of those matching " : shown.length + more + " of ")
+        + num(total) + " topics match"
       : (state.pages.length || state.summary.nextCursor
-        ? "topics " + (first + 1) + "-" + (first + shown.length) + " of " + total
-        : total + " topics");
+        ? "topics " + num(first + 1) + "-" + num(first + shown.length) + " of " + num(total)
+        : num(total) + " topics");
     if (cluster) caption += " in " + cluster;
     if (state.summary.skipped) {
-      caption += "; " + state.summary.skipped + " passed over on this page (" +
+      caption += "; " + num(state.summary.skipped) + " passed over on this page (" +
         (cluster ? "other clusters' or system topics" : "system topics") + ")";
     }
     $("topic-caption").textContent = caption;
