@@ -34,7 +34,7 @@ from typing import Protocol
 from service.departure_copy import DepartureCopy
 from service.keys import SCHEMA_VERSION
 from service.scripts import Scripts, text
-from service.store import Store
+from service.store import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +117,11 @@ class StoreWatch:
         the brokers that came back): the reset when this call noticed one, else None. Raises StoreUnavailable as any call."""
         noticed = await self.notice()
         await self.read_record()
-        await self.departures.follow()
-        await self.departures.mark_returns()
+        try:
+            await self.departures.follow()
+            await self.departures.mark_returns()
+        except StoreUnavailable as exc:  # bookkeeping: the pass's expiries must not wait on it
+            log.debug("the departures record was not followed this pass: %s", exc)  # the store logs refusals
         return self.last if noticed else None
 
     async def notice(self) -> bool:
