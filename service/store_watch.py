@@ -114,7 +114,8 @@ class StoreWatch:
 
     async def check(self) -> Reset | None:
         """Reads the stamps, then the reset record, then the departures added since (marking
-        the brokers that came back): the reset when this call noticed one, else None. Raises StoreUnavailable as any call."""
+        the brokers that came back): the reset when this call noticed one, else None.
+        Raises StoreUnavailable as any call (not for the departures: bookkeeping)."""
         noticed = await self.notice()
         await self.read_record()
         try:

@@ -2,7 +2,9 @@
 a short scan interval, a registered fleet, then the store wiped (FLUSHALL, as Redis
 restarted empty or a failover to an empty replica leaves it). Each worker notices within a
 scan interval, counts and logs the reset once, stamps the store anew and serves on; the
-dashboard's read and /readyz say so until the fleet is back. The real worker process'
+reset is recorded in the store, so every worker's dashboard read, /readyz and
+rmq_store_reset_open say so, a worker started after the reset included, until the fleet is
+back, and end at the same pass; the departures of the last hour are written back. The real worker process'
 log and metric: tests/test_store_reset_process.py."""
 
 from __future__ import annotations
