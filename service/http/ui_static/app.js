@@ -294,6 +294,7 @@
     if (summary) state.summary = summary;
     if (cluster) renderClusters();
     else if (live) updateLive();
+    if (cluster && state.tally && state.tally.tally) renderChart();  // its count beside the page's
     if (summary || cluster) renderTopics();
     if (!summary && state.summary) renderPager();
     if (cluster || live || summary || record || resetChanged) renderCounts();
@@ -967,8 +968,13 @@
     const byValue = [...rows].sort((a, b) => b.writeQueues - a.writeQueues);
     const skewed = rows.filter((r) => isSkewed(r.writeQueues)).length;
     const name = (r) => r.brokerName + " " + num(r.writeQueues);
-    $("chart-outliers").textContent = rows.length + " groups with topics" +
-      (idle ? " (" + idle + " without any, not drawn)" : "") + "; mean " + num(mean.toFixed(1)) +
+    // the tally is of its last complete pass: while groups register or leave it counts
+    // another moment than the page's counts above, and says so rather than disagree
+    const registered = state.cluster ? totalGroups() : t.tally.groups.length;
+    const moment = registered !== t.tally.groups.length
+      ? " as of " + timeOf(new Date(t.tally.finishedAt)) + " (" + num(registered) + " broker groups registered now)" : "";
+    $("chart-outliers").textContent = num(rows.length) + " groups with topics" +
+      (idle ? " (" + num(idle) + " without any, not drawn)" : "") + moment + "; mean " + num(mean.toFixed(1)) +
       (min > 0 ? ", max/min " + (max / min).toFixed(1) : "") + "; " + skewed + " skewed. Most: " +
       byValue.slice(0, 3).map(name).join(", ") + ". Least: " + byValue.slice(-3).reverse().map(name).join(", ") + ".";
   }
