@@ -47,4 +47,8 @@ function K.kv(ns) return TAG .. ':kv:' .. enc(ns) end
 function K.changes() return TAG .. ':changes' end
 function K.changelog() return TAG .. ':changelog' end
 function K.departures() return TAG .. ':departures' end
+function K.departures_back() return TAG .. ':departures-back' end
+function K.schema() return TAG .. ':schema-version' end
+function K.dataset() return TAG .. ':dataset' end
+function K.store_reset() return TAG .. ':store-reset' end
 local ORDER_TOPIC_CONFIG = 'ORDER_TOPIC_CONFIG'

@@ -246,6 +246,13 @@ class Keys:
         and the last 1,000 (lua/_members.lua record_departure)."""
         return f"{self.tag}:departures"
 
+    @property
+    def departures_back(self) -> str:
+        """HASH: when a broker that left came back, by its departure (``<addr>|<at>`` -> ms,
+        Redis time), marked by the first scan pass that found its address registered again
+        (lua/departures_back.lua); fields of departures past the window are trimmed."""
+        return f"{self.tag}:departures-back"
+
     # -- upgrades
     @property
     def schema(self) -> str:
@@ -262,6 +269,14 @@ class Keys:
         so readers outside the service (the analytics history) can tell two registries on
         the same prefix apart."""
         return f"{self.tag}:dataset"
+
+    @property
+    def store_reset(self) -> str:
+        """HASH with a TTL of an hour: the last store reset, as every worker reads it
+        (lua/store_reset.lua): ``dataset`` (the id stamped after it), ``at`` (Redis time),
+        ``gone``, ``lostGroups``, ``lostTopics``, ``lostBrokers``, ``lostChanges`` (the most any
+        worker knew), ``groupsNow`` and ``backAt`` (lua/store_reset_seen.lua)."""
+        return f"{self.tag}:store-reset"
 
     # -- patterns for readers that scan (analytics)
     def pattern(self, kind: str) -> str:

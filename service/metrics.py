@@ -98,6 +98,10 @@ class CoreCollector(Collector):
         yield CounterMetricFamily("rmq_store_resets", "times this worker found the store had lost its data (its data-set "
                                   "id or schema stamp gone while it knew of data in it): Redis restarted empty, a "
                                   "failover to an empty replica, a FLUSHALL", value=self.scanner.watch.resets)
+        yield GaugeMetricFamily("rmq_store_reset_open", "1 while the store's last reset is an incident: the fleet "
+                                "is not back yet and it is less than an hour old (the reset record in the store, the "
+                                "same on every worker, a worker started after it included)",
+                                value=1 if self.scanner.watch.recent() is not None else 0)
         removals = self.removals
         yield GaugeMetricFamily("rmq_removals_queued", "departed brokers (connection closed, unregistration that could "
                                 "not reach Redis, expiry) queued for this worker's removal path", value=removals.queued)

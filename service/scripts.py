@@ -213,10 +213,42 @@ class Scripts:
 
     async def departures(self) -> list[dict[str, Any]]:
         """lua/departures.lua: the brokers that left in the last hour, newest first, each
-        {brokerAddr, brokerName, cluster, brokerId, cause, at} (docs/api.md)."""
-        entries = [orjson.loads(raw) for raw in await self.store.run("departures", [])]
+        {brokerAddr, brokerName, cluster, brokerId, cause, at, backAt} (docs/api.md)."""
+        raw, backs = await self.store.run("departures", [])
+        entries = [orjson.loads(e) for e in raw]
         return [{"brokerAddr": e["brokerAddr"], "brokerName": e["brokerName"], "cluster": e["cluster"],
-                 "brokerId": e.get("brokerId"), "cause": e["cause"], "at": int(e["at"])} for e in entries]
+                 "brokerId": e.get("brokerId"), "cause": e["cause"], "at": int(e["at"]),
+                 "backAt": int(back) if back else None} for e, back in zip(entries, backs)]
+
+    async def departures_back(self, departed: dict[str, str]) -> list[str]:
+        """lua/departures_back.lua: marks the departures (field -> address) whose address is
+        registered again; the fields it marked."""
+        args = [v for field, addr in departed.items() for v in (field, addr)]
+        return [text(f) for f in (await self.store.run("departures_back", args))[1]]
+
+    async def departures_restore(self, entries: dict[str, int], backs: dict[str, int]) -> int:
+        """lua/departures_restore.lua: a worker's copy of the record written back after a
+        store reset (service/departure_copy.py); the entries the record holds now."""
+        args: list[str | int] = [len(entries)]
+        for entry, at in entries.items():
+            args += [at, entry]
+        for field, back in backs.items():
+            args += [field, back]
+        return int((await self.store.run("departures_restore", args))[1])
+
+    async def store_reset(self, fresh_id: str, schema: int, lost: tuple[int, int, int, int], gone: str,
+                          lifetime_ms: int) -> tuple[str, bool]:
+        """lua/store_reset.lua: records a reset this worker noticed (`lost`: the groups,
+        topics, brokers and change records it knew), stamping the store anew when a stamp
+        is missing; (the data-set id now, whether this call created the record)."""
+        _, dataset, created = await self.store.run("store_reset", [fresh_id, schema, *lost, gone, lifetime_ms])
+        return text(dataset), bool(int(created))
+
+    async def store_reset_seen(self, dataset: str, groups: int) -> dict[str, str]:
+        """lua/store_reset_seen.lua: the groups a pass saw while the reset of `dataset` is
+        open (marking the fleet back); the record's fields ({} when there is none)."""
+        flat = (await self.store.run("store_reset_seen", [dataset, groups]))[1]
+        return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     async def changes_since(self, since: int) -> tuple[int, list[bytes] | None]:
         """The version and the change records after `since` (None: not replayable)."""

@@ -39,7 +39,7 @@ SCRIPTS = (
     "register", "register_stage", "register_unchanged", "heartbeat", "unregister", "remove_batch", "collect_leaving",
     "write_perm", "delete_topic", "kv_put", "kv_delete", "register_topic", "route", "cluster_info", "topic_lists",
     "live_brokers", "topic_summary", "changes_since", "topic_index_sync", "masterless_sync",
-    "departures",
+    "departures", "departures_back", "departures_restore", "store_reset", "store_reset_seen",
 )
 # Scripts that only read: every other one writes, and with RMQ_REDIS_MIN_REPLICAS waits for replicas.
 READ_SCRIPTS = frozenset({"route", "cluster_info", "topic_lists", "live_brokers", "topic_summary", "changes_since",

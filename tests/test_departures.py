@@ -58,7 +58,7 @@ async def test_an_unregistered_slave_is_listed_by_another_worker_with_its_cause(
     listed = await departures(b)
     assert [{k: v for k, v in d.items() if k != "at"} for d in listed] == [
         {"brokerAddr": "10.0.0.2:10911", "brokerName": "broker-a", "cluster": "C1", "brokerId": 1,
-         "cause": "unregistered"}]
+         "cause": "unregistered", "backAt": None}]
     assert before <= listed[0]["at"] <= after
     assert listed == await departures(a)
 
@@ -136,3 +136,57 @@ async def test_the_answer_carries_an_etag_and_a_poller_that_has_it_gets_304(clie
     first = await client.get("/v1/departures")
     again = await client.get("/v1/departures", headers={"If-None-Match": first.headers["ETag"]})
     assert first.status == 200 and again.status == 304
+
+
+async def scan_pass(client: TestClient) -> None:
+    """One pass's store check: what marks the returns (service/departure_copy.py)."""
+    scanner = client.app[SCANNER]
+    await scanner.observe_tables()
+    await scanner.check_store()
+
+
+async def test_a_broker_that_left_and_registered_again_is_marked_back_for_every_worker(
+        make_client, r: redis.Redis) -> None:
+    a, b = await make_client(scan_interval_ms=60_000), await make_client(scan_interval_ms=60_000)
+    await register(a, MASTER)
+    await register(a, SLAVE)
+    await unregister(a, SLAVE)
+    await scan_pass(a)
+    assert [d["backAt"] for d in await departures(b)] == [None]  # not back yet
+    await register(a, SLAVE)
+    before = redis_ms(r)
+    await scan_pass(a)
+    [listed] = await departures(b)
+    assert listed["brokerAddr"] == SLAVE["brokerAddr"] and before <= listed["backAt"] <= redis_ms(r), listed
+    await scan_pass(b)  # a later pass of another worker keeps the first mark
+    assert await departures(a) == [listed]
+
+
+async def test_only_the_newest_departure_of_an_address_is_marked_back(make_client) -> None:
+    """An address that left, came back unseen by any pass and left again: its older departure
+    is no evidence of when it came back, and the newer one is not back."""
+    client = await make_client(scan_interval_ms=60_000)
+    await register(client, MASTER)
+    await register(client, SLAVE)
+    await unregister(client, SLAVE)
+    await asyncio.sleep(0.005)
+    await register(client, SLAVE)
+    await unregister(client, SLAVE)
+    await scan_pass(client)
+    assert [d["backAt"] for d in await departures(client)] == [None, None]
+    await register(client, SLAVE)
+    await scan_pass(client)
+    newer, older = await departures(client)
+    assert newer["backAt"] is not None and older["backAt"] is None
+
+
+async def test_the_returns_past_the_record_bound_lose_those_older_than_an_hour(
+        make_client, r: redis.Redis) -> None:
+    client = await make_client(scan_interval_ms=60_000)
+    old = redis_ms(r) - HOUR_MS - 1_000
+    r.hset(K.departures_back, mapping={f"10.9.0.{i}:10911|{old}": old for i in range(RETAIN + 1)})
+    await register(client, MASTER)
+    await unregister(client, MASTER)
+    await register(client, MASTER)
+    await scan_pass(client)
+    assert list(r.hgetall(K.departures_back)) == [f"{MASTER['brokerAddr']}|{(await departures(client))[0]['at']}"]

@@ -99,7 +99,7 @@ def test_the_alerts_cover_what_an_operator_must_know() -> None:
     for needed in ("rmq_cluster_broker_groups", "rmq_live_brokers", "rmq_broker_group_without_master",
                    "rmq_cluster_expired_brokers_total", "rmq_redis_refusals_total", "rmq_cache_stale_served_total",
                    "rmq_redis_unreachable_seconds", "rmq_scanner_lag_ms", "rmq_http_requests_total",
-                   "rmq_store_resets_total", "rmq_late_brokers"):
+                   "rmq_store_resets_total", "rmq_store_reset_open", "rmq_late_brokers"):
         assert needed in used, needed
 
 
@@ -164,7 +164,8 @@ UNIT_TESTS = [
     case("a cluster emptied by a store reset is the store reset's alert, not a lost cluster's",
          {'rmq_cluster_broker_groups{cluster="B",instance="w1"}': "1 1 1 1 1 1 stale _ _ _ _ _ _ 1 1",
           'rmq_cluster_expired_brokers_total{cluster="B",instance="w1"}': "0 0 1x13",
-          'rmq_store_resets_total{instance="w1"}': "0 0 0 0 0 0 1x9"},
+          'rmq_store_resets_total{instance="w1"}': "0 0 0 0 0 0 1x9",
+          'rmq_store_reset_open{instance="w1"}': "0 0 0 0 0 0 1x9"},
          *((f"{m}m", "RmqClusterLostAllBrokers", []) for m in (7, 9, 11, 13)),
          ("9m", "RegistryStoreReset", [CRIT])),
     case("no live broker for 5 minutes fires",
@@ -219,14 +220,15 @@ UNIT_TESTS = [
          {'rmq_redis_unreachable_seconds{instance="w1"}': "0 3 0 2 0 0 0 0",
           'rmq_redis_refusals_total{cause="read-only replica",instance="w1"}': "0 10 20 30 40 50 60 70"},
          *((f"{m}m", "RmqRedisUnavailable", []) for m in range(1, 8))),
-    case("a store reset fires at once, one alert however many workers noticed it, and resolves after 15 minutes",
-         {'rmq_store_resets_total{instance="w1"}': "0 0 1x25",
-          'rmq_store_resets_total{instance="w2"}': "0 0 0 1x24"},
+    case("a store reset fires at once, one alert for every worker, and resolves when the fleet is back",
+         {'rmq_store_reset_open{instance="w1"}': "0 0 1 1 1 1 0x10",
+          'rmq_store_reset_open{instance="w2"}': "0 0 0 1 1 1 0x10"},
          ("1m", "RegistryStoreReset", []),
          ("3m", "RegistryStoreReset", [CRIT]),
-         ("25m", "RegistryStoreReset", [])),
-    case("workers that never found the store reset do not fire RegistryStoreReset",
-         {'rmq_store_resets_total{instance="w1"}': "0x20"},
+         ("5m", "RegistryStoreReset", [CRIT]),
+         ("6m", "RegistryStoreReset", [])),
+    case("workers that know of no open store reset do not fire RegistryStoreReset",
+         {'rmq_store_reset_open{instance="w1"}': "0x20"},
          *((f"{m}m", "RegistryStoreReset", []) for m in (5, 10, 15))),
     case("stale reads fire while Redis stays unreachable, after the stale answers ended",
          {'rmq_redis_unreachable_seconds{instance="w1"}': "0 0 60 120 180 240 300 0",

@@ -297,33 +297,54 @@ def trend_figure(series: Sequence[Row], title: str = "", caption: str = "") -> A
     moves = axes[3]
     compared = [(x, r) for x, r in zip(xs, series) if r.get("joinedMembers") is not None]
     gap = min((b - a for a, b in zip(xs, xs[1:])), default=dt.timedelta(hours=1)) or dt.timedelta(minutes=1)
+    joined = [r["joinedMembers"] or 0 for _, r in compared]
+    departed = [r["departedMembers"] or 0 for _, r in compared]
     if compared:
         width = 0.6 * gap
-        moves.bar([x for x, _ in compared], [r["joinedMembers"] for _, r in compared], width=width,
-                  color="tab:green", label="members joined since the previous run")
-        moves.bar([x for x, _ in compared], [-(r["departedMembers"] or 0) for _, r in compared], width=width,
-                  color="tab:red", label="members departed since the previous run")
+        at = [x for x, _ in compared]
+        # a series is in the legend only when a bar of it is drawn; a run with no move at
+        # all is a marker on the zero line, not a missing bar
+        moves.bar(at, joined, width=width, color="tab:green",
+                  label="members joined since the previous run" if any(joined) else "_joined")
+        moves.bar(at, [-d for d in departed], width=width, color="tab:red",
+                  label="members departed since the previous run" if any(departed) else "_departed")
+        still = [x for x, j, d in zip(at, joined, departed) if not (j or d)]
+        if still:
+            moves.plot(still, [0] * len(still), linestyle="none", marker="o", markersize=5, color="dimgray",
+                       fillstyle="none", label="no member joined or departed", clip_on=False)
     else:
         moves.text(0.5, 0.5, "one snapshot: no previous run to compare with", transform=moves.transAxes,
                    ha="center", va="center", fontsize=8, color="dimgray")
     moves.axhline(0, color="black", linewidth=0.8)
+    # symmetric around 0 with room above the tallest bar: no bar ends on the frame, and an
+    # all-zero panel reads -1 0 1, not "0 0 0 -0 -0"
+    reach = max([1, *joined, *departed]) * 1.15
+    moves.set_ylim(-reach, reach)
     moves.set_ylabel("members\n(+ joined, - departed)", fontsize=8)
     _counts_axis(moves)
     _legend_outside(moves)
     if len(xs) == 1 or (xs and xs[0] == xs[-1]):  # one run: its own hour, not an auto range of years
         moves.set_xlim(xs[0] - dt.timedelta(minutes=30), xs[0] + dt.timedelta(minutes=30))
     elif xs:
-        pad = max((xs[-1] - xs[0]) * 0.04, gap * 0.35)  # the last run's bar whole
+        pad = max((xs[-1] - xs[0]) * 0.04, gap * 0.6)  # the first and last runs' bars whole, off the frame
         moves.set_xlim(xs[0] - pad, xs[-1] + pad)
-    locator = mdates.AutoDateLocator()
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
     moves.xaxis.set_major_locator(locator)
-    moves.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    moves.xaxis.set_major_formatter(mdates.DateFormatter(_time_format(*moves.get_xlim()), tz=dt.timezone.utc))
     moves.set_xlabel("run time (UTC)", fontsize=8)
     when = (f"one run, {xs[0]:%Y-%m-%d %H:%M} UTC" if len(xs) == 1 else
             f"{len(xs)} runs, {xs[0]:%Y-%m-%d %H:%M} to {xs[-1]:%Y-%m-%d %H:%M} UTC" if xs else "no run")
     axes[0].set_title(when, fontsize=8)
     _titles(fig, title or "Registry trend", caption)
     return fig
+
+
+def _time_format(lo_days: float, hi_days: float) -> str:
+    """One format for every tick of a time axis spanning lo..hi (matplotlib dates, days): the
+    run times as a clock, with seconds only when the runs are minutes apart, with the day
+    when they span days (never "45 50 55 22:28 05", seconds and a clock mixed)."""
+    span_s = (hi_days - lo_days) * 86_400
+    return "%H:%M:%S" if span_s < 600 else "%H:%M" if span_s < 2 * 86_400 else "%m-%d %H:%M"
 
 
 def trend(series: Sequence[Row], path: Path, title: str = "", caption: str = "") -> Path:

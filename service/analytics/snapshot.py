@@ -105,6 +105,7 @@ def snapshot(ctx: Context) -> dict[str, Any]:
         "groups": groups,
         "groupsWithoutMaster": [g["brokerName"] for g in groups if not g["hasMaster"]],
         "groupsWithoutLiveMaster": [g["brokerName"] for g in groups if not g["masterAlive"]],
+        "groupsWithoutSlave": [g["brokerName"] for g in groups if g["slaves"] == 0],
         "heartbeat": {
             "flagRatio": ctx.flag_ratio,
             "flagged": flagged,

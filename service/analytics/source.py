@@ -7,13 +7,21 @@ first start, ``Keys.dataset``). Never a user name or password: outputs and logs 
 
 ``command_cost`` turns two ``INFO commandstats`` of the server read into what the run cost
 it: calls and microseconds per command. They are the server's counters, so on a Redis other
-clients use at the same time they include those clients' commands of that interval.
+clients use at the same time they include those clients' commands of that interval: the
+kinds the jobs never send (the workers' scripts and heartbeats) are counted apart.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
+
+from .reader import READ_ONLY_COMMANDS
+
+# The kinds of command a run sends: the read-only user's (with any reader) and the
+# handshake every connection opens with (any client's, the jobs' own included)
+JOB_COMMANDS = frozenset(c.lstrip("+") for c in READ_ONLY_COMMANDS) | {
+    "hello", "auth", "select", "ping", "client|setinfo", "client|setname"}
 
 
 class JobError(Exception):
@@ -69,16 +77,29 @@ def commandstats(client: Any) -> dict[str, tuple[int, int]]:
     return out
 
 
-def command_cost(before: Mapping[str, tuple[int, int]], after: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
-    """Calls and Redis time between two ``commandstats``, without the INFO calls that took them."""
+def command_cost(before: Mapping[str, tuple[int, int]], after: Mapping[str, tuple[int, int]],
+                 own: frozenset[str] | None = None) -> dict[str, Any]:
+    """Calls and Redis time between two ``commandstats``, without the INFO calls that took
+    them. The counters are the server's, so on a Redis the registry's workers use at the
+    same time they hold the workers' commands of the interval too: those of kinds the jobs
+    never send (`own`, the read-only user's commands: the workers' scripts, heartbeats,
+    publishes) are counted apart in ``otherClients``, and ``sharedServer`` says some were
+    seen, so the jobs' own kinds of command may hold some of theirs as well."""
+    own = own if own is not None else JOB_COMMANDS
     per: dict[str, dict[str, float]] = {}
     for name, (calls, usec) in after.items():
         c0, u0 = before.get(name, (0, 0))
         if name == "info" or calls == c0:
             continue
         per[name] = {"calls": calls - c0, "seconds": round((usec - u0) / 1e6, 6)}
-    return {
-        "commands": sum(int(v["calls"]) for v in per.values()),
-        "redisSeconds": round(sum(v["seconds"] for v in per.values()), 6),
-        "byCommand": dict(sorted(per.items(), key=lambda kv: -kv[1]["seconds"])),
-    }
+
+    def tally(commands: dict[str, dict[str, float]]) -> dict[str, Any]:
+        return {
+            "commands": sum(int(v["calls"]) for v in commands.values()),
+            "redisSeconds": round(sum(v["seconds"] for v in commands.values()), 6),
+            "byCommand": dict(sorted(commands.items(), key=lambda kv: -kv[1]["seconds"])),
+        }
+
+    others = {k: v for k, v in per.items() if k not in own}
+    return {**tally({k: v for k, v in per.items() if k in own}), "sharedServer": bool(others),
+            "otherClients": tally(others)}

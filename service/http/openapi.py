@@ -79,7 +79,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "store": {**_STR, "description": "present only after a store reset, until the fleet is back: what was lost"}}},
     "StoreResets": {"type": "object", "properties": {
         "resets": {**_INT, "description": "store resets this worker noticed since it started"},
-        "lastReset": {"type": ["object", "null"], "description": "the last one, null before any", "properties": {
+        "lastReset": {"type": ["object", "null"], "description": "the last one, as the store records it for every worker (one started after it included); null before any", "properties": {
             "at": _INT, "lostGroups": _INT, "lostTopics": _INT, "lostBrokers": _INT, "lostChanges": _INT, "gone": _STR,
             "groupsNow": _INT, "backAt": {"type": ["integer", "null"]},
             "recent": {"type": "boolean", "description": "the fleet is not back yet (and it is less than an hour old)"},
@@ -100,7 +100,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
                   "properties": {
                       "brokerAddr": _STR, "brokerName": _STR, "cluster": _STR, "brokerId": {"type": ["integer", "null"]},
                       "cause": {"enum": ["unregistered", "connection closed", "expired"]},
-                      "at": {**_INT, "description": "when it was removed: ms since the epoch, Redis time"}}}}}},
+                      "at": {**_INT, "description": "when it was removed: ms since the epoch, Redis time"},
+                      "backAt": {"type": ["integer", "null"], "description": "when a scan pass first found it registered again (ms, Redis time); null until then"}}}}}},
     "TopicSummary": {"type": "object", "properties": {"topics": {"type": "array", "items": {"type": "object", "properties": {
         "topic": _STR, "orderTopicConf": {"type": ["string", "null"]},
         "queueDatas": {"type": "array", "items": {"$ref": REF.format(model="QueueData")}}}}},

@@ -11,9 +11,9 @@
   ``cluster=`` and ``system=0`` filter it, a bounded number of pages per request;
 - ``GET /v1/brokers/write-queues``  writable write queues per broker group over every
   topic (service/http/queue_tally.py), a bounded slice of the fleet read per request;
-- ``GET /v1/departures``   the brokers that left in the last hour, with cause and time
+- ``GET /v1/departures``   the brokers that left in the last hour, with cause and time, and when each came back
   (read-only script ``departures.lua``; the scripts that remove a broker record it).
-- ``GET /v1/store``    the last store reset this worker noticed (service/store_watch.py),
+- ``GET /v1/store``    the last store reset, as the store records it for every worker (service/store_watch.py),
   which the first screen shows until the fleet is back.
 
 The reads send an ETag and answer ``If-None-Match`` with 304; they, the page and its
@@ -338,8 +338,9 @@ async def get_departures(request: web.Request) -> web.Response:
 
 
 async def get_store(request: web.Request) -> web.Response:
-    """The resets of the store this worker noticed, and the last one: read from memory, so
-    it answers while Redis does not."""
+    """The resets of the store this worker noticed, and the last one as the store's record
+    holds it (the same on every worker, one started after it included): read from memory,
+    the record as the last scan pass read it, so it answers while Redis does not."""
     watch = request.app[SCANNER].watch
     last = watch.last.as_json() if watch.last is not None else None
     return json_response({"resets": watch.resets, "lastReset": last}, headers={"Cache-Control": "no-cache"})

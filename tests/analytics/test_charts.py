@@ -159,5 +159,46 @@ def test_the_trend_draws_zero_counts_and_lists_exactly_the_series_drawn():
              if not line.get_label().startswith("_")}
     assert drawn["topics with a wiped write bit"] == [0, 0]
     assert drawn["groups without a master"] == [0, 0]
-    bars = {c.get_label() for ax in fig.axes for c in ax.containers}
+    bars = {c.get_label() for ax in fig.axes for c in ax.containers if not c.get_label().startswith("_")}
     assert set(legend_labels(fig)) == set(drawn) | bars
+    assert "members joined since the previous run" not in legend_labels(fig)  # no joined bar is drawn
+
+
+def trend_runs(step_ms: int, departed: list[int]) -> list[dict[str, Any]]:
+    """A first run, then one a `step_ms` later per entry of `departed` (none joined)."""
+    t0 = int(dt.datetime(2026, 11, 22, 22, 27, 40, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return [run_row(t0)] + [run_row(t0 + i * step_ms, joinedMembers=0, departedMembers=d)
+                            for i, d in enumerate(departed, 1)]
+
+
+def shown_ticks(ax: Any, axis: str) -> list[str]:
+    """The tick labels drawn inside the axis' limits."""
+    ax.figure.canvas.draw()
+    lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+    ticks = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
+    return [t.get_text() for t in ticks if lo <= (t.get_position()[0] if axis == "x" else t.get_position()[1]) <= hi]
+
+
+@pytest.mark.parametrize(("step_ms", "pattern"), [(7_000, r"\d\d:\d\d:\d\d"), (900_000, r"\d\d:\d\d")])
+def test_the_trend_s_time_ticks_are_written_one_way(step_ms: int, pattern: str) -> None:
+    import re
+    ticks = shown_ticks(charts.trend_figure(trend_runs(step_ms, [0, 0, 0, 2])).axes[-1], "x")
+    assert len(ticks) >= 3 and all(re.fullmatch(pattern, t) for t in ticks), ticks
+
+
+def test_a_trend_with_no_member_moving_reads_minus_one_zero_one_and_marks_each_run() -> None:
+    fig = charts.trend_figure(trend_runs(900_000, [0, 0, 0]))
+    moves = fig.axes[-1]
+    assert shown_ticks(moves, "y") == ["\u22121", "0", "1"]
+    assert legend_labels(fig)[-1:] == ["no member joined or departed"]
+    assert not [x for x in legend_labels(fig) if x.startswith(("members joined", "members departed"))]
+
+
+def test_the_last_run_s_departed_bar_is_drawn_whole_inside_the_frame() -> None:
+    moves = charts.trend_figure(trend_runs(7_000, [0, 0, 0, 2])).axes[-1]
+    [bar] = [b for c in moves.containers for b in c if b.get_height() < 0]
+    x_lo, x_hi = moves.get_xlim()
+    y_lo, y_hi = moves.get_ylim()
+    assert x_lo < bar.get_x() and bar.get_x() + bar.get_width() < x_hi
+    # its top, the zero line, is not the frame's edge, nor is its end
+    assert y_lo < bar.get_y() + bar.get_height() and bar.get_y() < y_hi

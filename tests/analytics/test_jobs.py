@@ -77,6 +77,7 @@ def test_all_job_reports_exact_figures_tables_and_charts(spark, seeded, tmp_path
         assert {k: g[k] for k in want} == want, g["brokerName"]
     assert snap["groupsWithoutMaster"] == exp["groupsWithoutMaster"] == ["broker-a3"]
     assert sorted(snap["groupsWithoutLiveMaster"]) == exp["groupsWithoutLiveMaster"] == ["broker-a3", "broker-b2"]
+    assert snap["groupsWithoutSlave"] == exp["groupsWithoutSlave"] == ["broker-c1"]  # the count's group, named
     hb = {b["brokerAddr"]: b for b in snap["heartbeat"]["brokers"]}
     assert {a: b["ageMs"] for a, b in hb.items()} == exp["ages"]
     assert sorted(snap["heartbeat"]["flagged"]) == exp["flagged"] == ["10.1.1.10:10911", "10.2.0.11:10911"]
@@ -143,6 +144,7 @@ def test_the_summary_reports_what_the_run_cost_redis_and_the_index_read_scans_no
     assert cost["commands"] == sum(c["calls"] for c in cost["byCommand"].values()) > 0
     assert 0 < cost["redisSeconds"] < 1
     assert "scan" not in cost["byCommand"] and "hscan" not in cost["byCommand"]
+    assert cost["sharedServer"] is False and cost["otherClients"]["commands"] == 0  # no worker ran meanwhile
     # each broker name's topics in one HGETALL (all are small), plus the order-topic KV;
     # no HMGET per queue row (the 508 of them), only per broker and address row
     groups = len(build_model().groups)
@@ -416,3 +418,24 @@ def test_history_with_the_spark_redis_reader_and_no_jar_succeeds(spark, seeded, 
     assert cli.main(["snapshot", "--redis-url", url, "--reader", "spark-redis", "--no-out",
                      "--no-history", "--log-level", "CRITICAL"]) == 1
     assert "class org.apache.spark.sql.redis.DefaultSource is not on the classpath" in capsys.readouterr().err
+
+
+def test_the_cost_counts_a_worker_s_scripts_and_heartbeats_apart_from_the_job_s_reads(spark, seeded, tmp_path):
+    """A registry worker's commands during the run (its scripts, here a heartbeat's EVALSHA
+    stand-in and a scan's ZRANGEBYSCORE) are the server's counters too: flagged, not summed."""
+    _, _, url = seeded
+    ctx = Context(spark, options=url_to_options(url))
+    ctx.begin()
+    client = redis.Redis.from_url(url)
+    try:
+        sha = client.script_load("return redis.call('TIME')")
+        for _ in range(25):
+            client.evalsha(sha, 0)
+            client.zrangebyscore("{rmq}:expiry", "-inf", 0)
+    finally:
+        client.close()
+    cost = ctx.cost()
+    assert cost["sharedServer"] is True
+    assert cost["otherClients"]["byCommand"]["evalsha"]["calls"] == 25
+    assert cost["otherClients"]["byCommand"]["zrangebyscore"]["calls"] == 25
+    assert "evalsha" not in cost["byCommand"] and "zrangebyscore" not in cost["byCommand"]

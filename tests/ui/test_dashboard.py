@@ -394,6 +394,10 @@ async def test_the_page_says_when_it_shows_data_from_memory_while_redis_is_down(
         assert "from the registry's memory" in await text(page, "#status-text")
         # the clusters it knew are still shown
         assert await text(page, "#count-clusters") == str(expected_summary()["clusters"])
+        # and nothing is called right that was not read: no green "Nothing wrong"
+        await page.wait_for_selector('#problems [data-verdict="unknown"]', timeout=WAIT_MS)
+        assert await page.locator("#problems .all-well").count() == 0
+        assert (await text(page, '#problems [data-verdict="unknown"]')).startswith("Not known now")
     finally:
         redis_server.start()
     await page.wait_for_selector('#status[data-state="ok"]', timeout=WAIT_MS)
@@ -426,6 +430,94 @@ async def test_the_first_screen_says_the_store_was_reset_until_the_fleet_is_back
     said = await text(page, '[data-problem="store-reset"]')
     assert f"{expected_summary()['groups']} broker groups and " in said and " topics lost" in said, said
     assert await page.locator(".all-well").count() == 0
+    # the brokers the wipe took count against those alive until they are back
+    members = expected_summary()["members"]
+    await wait_text(page, "#count-brokers", f"0 / {members}")
     await seed(worker)  # the brokers re-register
     await page.wait_for_selector('[data-problem="store-reset"]', state="detached", timeout=WAIT_MS)
+    await wait_text(page, "#count-brokers", f"{members} / {members}")
     assert page.errors == []
+
+
+async def test_a_worker_started_after_the_wipe_shows_the_reset_on_its_first_screen(
+        worker_factory: Any, browser: Any, redis_url: str) -> None:
+    old: Worker = await worker_factory()
+    await seed(old)
+    await fleet_scanned(old)
+    r = redis.Redis.from_url(redis_url)
+    try:
+        r.flushall()
+        await waits.until(lambda: old.app[SCANNER].watch.resets == 1, WAIT_MS / 1000, "the old worker noticing")
+    finally:
+        r.close()
+    new: Worker = await worker_factory()  # remembers nothing of the store before
+    page = await open_page(browser, new.url)
+    await page.wait_for_selector('[data-problem="store-reset"]', timeout=WAIT_MS)
+    said = await text(page, '[data-problem="store-reset"]')
+    assert f"{expected_summary()['groups']} broker groups and " in said, said
+    assert await page.locator(".all-well").count() == 0
+    assert page.errors == []
+
+
+async def test_a_broker_that_left_and_came_back_stays_on_the_first_screen_with_both_times(
+        worker_factory: Any, browser: Any) -> None:
+    worker: Worker = await worker_factory()
+    await seed(worker)
+    slave = {"clusterName": "ClusterA", "brokerAddr": "10.0.1.2:10911", "brokerName": "broker-a", "brokerId": 1}
+    async with worker.session.post(f"{worker.url}/v1/brokers/unregister", json=slave) as resp:
+        assert resp.status == 200, await resp.text()
+    await worker.register(registration(addr="10.0.1.2:10911", name="broker-a", broker_id=1, cluster="ClusterA",
+                                       topics=[], timeout_ms=120_000))
+    page = await open_page(browser, worker.url)
+    await loaded(page)
+    shown = '[data-problem="back"] [data-back="10.0.1.2:10911"]'
+    await until(page, "(s) => /, back \\d\\d:\\d\\d$/.test(document.querySelector(s)?.textContent || '')", shown)
+    said = await text(page, shown)
+    assert said.startswith("10.0.1.2:10911 broker-a slave 1, left ") and "(unregistered), back " in said, said
+    assert await page.locator('[data-problem="departed"]').count() == 0  # it is registered: nothing missing
+    assert "no broker left" not in await text(page, "#problems")
+    assert page.errors == []
+
+
+async def test_counts_agree_in_number_and_are_written_one_way_and_the_footer_names_session_storage(
+        worker_factory: Any, browser: Any, redis_url: str) -> None:
+    worker: Worker = await worker_factory()
+    many = 1_234  # past a thousand: a separator
+    await worker.register(registration(addr="10.0.8.1:10911", name="broker-many", broker_id=0, cluster="ClusterM",
+                                       topics={f"M{i:04d}": topic_config(f"M{i:04d}") for i in range(many)},
+                                       timeout_ms=3_600_000))
+    await worker.register(registration(addr="10.0.8.2:10911", name="broker-many", broker_id=1, cluster="ClusterM",
+                                       topics=[], timeout_ms=3_600_000))
+    r = redis.Redis.from_url(redis_url)
+    try:  # both members past 80 % of their hour
+        seconds, _ = r.time()
+        for addr in ("10.0.8.1:10911", "10.0.8.2:10911"):
+            r.hset("{rmq}:live:" + addr, "lastUpdateTimestamp", str(int(seconds) * 1000 - 3_240_000))
+    finally:
+        r.close()
+    page = await open_page(browser, worker.url)
+    await page.wait_for_selector('[data-problem="late"]', timeout=WAIT_MS)
+    assert (await text(page, '[data-problem="late"]')).startswith("2 members late (past 80 % of their timeout): ")
+    await wait_text(page, "#count-topics", f"{many:,}")
+    await wait_text(page, "#topic-caption", f"topics 1-200 of {many:,}")
+    footer = await text(page, "footer")
+    assert "session storage" in footer and "local storage" not in footer, footer
+    assert page.errors == []
+
+
+async def test_the_chart_says_its_pass_is_of_another_moment_when_the_group_count_moved_since(
+        worker_factory: Any, browser: Any) -> None:
+    """The write-queue tally is of its last complete pass (a new one at most every 30 s): a
+    group registered since is in 'Broker groups' and not yet in the chart, which says so."""
+    worker: Worker = await worker_factory()
+    await seed(worker)
+    groups = expected_summary()["groups"]
+    page = await open_page(browser, worker.url)
+    await loaded(page)
+    await page.wait_for_selector("#chart svg rect.bar", timeout=WAIT_MS)
+    assert "registered now" not in await text(page, "#chart-outliers")
+    await worker.register(registration(addr="10.0.9.1:10911", name="broker-new", broker_id=0, cluster="ClusterA",
+                                       topics={"NewTopic": topic_config("NewTopic")}, timeout_ms=120_000))
+    await wait_text(page, "#count-groups", str(groups + 1))
+    said = await text(page, "#chart-outliers")
+    assert f"({groups + 1} broker groups registered now)" in said and " as of " in said, said

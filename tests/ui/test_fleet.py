@@ -176,6 +176,7 @@ async def test_at_fleet_size_the_first_screen_says_what_is_wrong_and_a_refresh_m
     late = await text(page, '[data-problem="late"]')
     assert dict(fleet.members[LATE])[1] in late and "54 min / 60 min" in late
     assert await text(page, "#count-groups") == str(len(fleet.members))
+    assert await text(page, "#count-topics") == f"{fleet.topics:,}"  # as the chart's caption writes it
     # against those registered before: NO_MASTER's master left, and counts
     assert await text(page, "#count-brokers") == f"{fleet.brokers - 2} / {fleet.brokers}"
 

@@ -44,6 +44,8 @@
     problemsKey: "",
     departures: [],     // the brokers that left in the last hour, newest first (GET /v1/departures)
     storeReset: null,   // the last store reset the worker noticed, while the fleet is not back (/v1/store)
+    readsFailing: false, // the last refresh's reads failed: the page cannot say what is right now
+    departuresRead: false, // the last /v1/departures read answered
   };
 
   // ------------------------------------------------------------------ helpers
@@ -83,6 +85,10 @@
 
   function timeOf(date) {
     return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+  }
+
+  function hourMinute(date) {
+    return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hour12: false });
   }
 
   function seconds(ms) {
@@ -275,6 +281,10 @@
     const failure = results.slice(0, 3).find((r) => r.status === "rejected");
     const [cluster, live, summary, record] = results.map((r) => (r.status === "fulfilled" ? r.value : null));
     if (record) state.departures = record.departures;
+    // what the first screen may claim: nothing is "wrong" or "right" about what was not read
+    const failing = Boolean(failure), departuresRead = Boolean(record);
+    const readsChanged = failing !== state.readsFailing || departuresRead !== state.departuresRead;
+    state.readsFailing = failing; state.departuresRead = departuresRead;
     if (live) {
       state.live = live; state.liveAt = performance.now();
       state.liveMap = new Map(live.brokers.map((b) => [b.brokerAddr, b]));
@@ -283,10 +293,11 @@
     if (summary) state.summary = summary;
     if (cluster) renderClusters();
     else if (live) updateLive();
+    if (cluster && state.tally && state.tally.tally) renderChart();  // its count beside the page's
     if (summary || cluster) renderTopics();
     if (!summary && state.summary) renderPager();
-    if (cluster || live || summary || record) renderCounts();
-    if (cluster || live || record || resetChanged) renderProblems();
+    if (cluster || live || summary || record || resetChanged) renderCounts();
+    if (cluster || live || record || resetChanged || readsChanged) renderProblems();
     if (cluster || live) { renderBroker(); renderRoute(); }
     if (!failure) {
       state.lastOk = new Date();
@@ -409,19 +420,25 @@
     return out;
   }
 
-  // Departures of addresses not registered now (the newest of each): a member that left
-  // and did not come back, from the registry's record, so every browser sees the same.
+  // The registry's record of the last hour, so every browser sees the same, split in two:
+  // `left`, the newest departure of each address that did not come back (not registered
+  // now, no return marked); `back`, every departure whose broker came back since (a return
+  // the registry marked, an address registered now, or one that left again later), which
+  // stays on the screen for its hour.
   function departed() {
     const registered = new Set();
     for (const g of Object.values((state.cluster && state.cluster.brokerAddrTable) || {})) {
       for (const addr of Object.values(g.brokerAddrs)) registered.add(addr);
     }
-    const seen = new Set();
-    return state.departures.filter((d) => {
-      if (registered.has(d.brokerAddr) || seen.has(d.brokerAddr)) return false;
-      seen.add(d.brokerAddr);
-      return true;
-    });
+    const newest = new Map();
+    for (const d of state.departures) if (!newest.has(d.brokerAddr)) newest.set(d.brokerAddr, d);
+    const left = [], back = [];
+    for (const d of state.departures) {
+      const latest = newest.get(d.brokerAddr) === d;
+      if (d.backAt != null || !latest || registered.has(d.brokerAddr)) back.push(d);
+      else left.push(d);
+    }
+    return { left, back };
   }
 
   function groupLink(name) {
@@ -431,7 +448,7 @@
   function renderProblems() {
     if (!state.cluster) return;
     const p = problems();
-    const left = departed();
+    const { left, back } = departed();
     const table = state.cluster.brokerAddrTable;
     // a group none of whose members is registered now, with its newest departure
     const gone = [...new Map(left.filter((d) => !table[d.brokerName]).map((d) => [d.brokerName, d]).reverse()).values()]
@@ -439,7 +456,8 @@
     const stayed = left.filter((d) => table[d.brokerName]);  // members of groups still registered
     // rebuilt when what it says changes (the ages of late and expired members included)
     const key = JSON.stringify([p.noMaster.map((x) => x.g.brokerName + x.ms), p.late.map((x) => x.addr + x.l.label),
-      p.expired.map((x) => x.addr + x.l.label), left.map((d) => d.brokerAddr + d.at), state.storeReset]);
+      p.expired.map((x) => x.addr + x.l.label), left.map((d) => d.brokerAddr + d.at),
+      back.map((d) => d.brokerAddr + d.at + d.backAt), state.storeReset, state.readsFailing, state.departuresRead]);
     if (key === state.problemsKey) return;
     state.problemsKey = key;
     const box = $("problems");
@@ -451,10 +469,10 @@
       items.push(h("li", { class: "bad", "data-problem": "store-reset" },
         h("strong", {}, "The store (Redis) was reset at " + timeOf(new Date(reset.at)) + ": "),
         (reset.lostGroups || reset.lostTopics
-          ? reset.lostGroups + " broker groups and " + reset.lostTopics + " topics lost; " + reset.groupsNow + " of " +
-            reset.lostGroups + " groups back."
-          : reset.lostChanges + " change records lost (no scan had counted its groups yet); " + reset.groupsNow +
-            " groups back.") +
+          ? num(reset.lostGroups) + " broker groups and " + num(reset.lostTopics) + " topics lost; " +
+            num(totalGroups()) + " of " + num(reset.lostGroups) + " groups back."
+          : num(reset.lostChanges) + " change records lost (no scan had counted its groups yet); " +
+            num(totalGroups()) + " groups back.") +
         " Brokers re-register by themselves within 30 s (Redis restarted empty, a failover to an empty replica, " +
         "or a FLUSHALL)."));
     }
@@ -465,15 +483,17 @@
           " (" + x.cluster + (x.ms === "expired" ? ", master expired" : ", no master registered") + ")")))));
     }
     // one line per kind of member problem: how many, then each address with its group and age
-    const members = (list, kind, cls, one, many, why) => {
+    const members = (list, kind, cls, one, many, [whyOne, whyMany]) => {
       if (!list.length) return;
       items.push(h("li", { class: cls, "data-problem": kind },
-        h("strong", {}, list.length + (list.length === 1 ? one : many) + " (" + why + "): "),
+        h("strong", {}, num(list.length) + (list.length === 1 ? one + " (" + whyOne : many + " (" + whyMany) + "): "),
         ...joined(list.map((x) => h("span", {}, h("code", {}, x.addr), " ", groupLink(x.g.brokerName),
           " " + role(x.id) + ", " + x.l.label)))));
     };
-    members(p.expired, "expired", "bad", " member expired", " members expired", "removed at the next expiry scan");
-    members(p.late, "late", "warn", " member late", " members late", "past 80 % of its timeout");
+    members(p.expired, "expired", "bad", " member expired", " members expired",
+      ["removed at the next expiry scan", "removed at the next expiry scan"]);
+    members(p.late, "late", "warn", " member late", " members late",
+      ["past 80 % of its timeout", "past 80 % of their timeout"]);
     if (stayed.length) {
       items.push(h("li", { class: "warn", "data-problem": "departed" },
         h("strong", {}, stayed.length + (stayed.length === 1 ? " member left" : " members left") + " in the last hour: "),
@@ -486,13 +506,34 @@
         ...joined(gone.map((d) => h("span", { "data-gone": d.brokerName }, h("code", {}, d.brokerName),
           " (" + d.cluster + "), its last member " + when(d))))));
     }
-    if (!items.length) {
-      box.replaceChildren(h("p", { class: "all-well" }, "Nothing wrong: every one of the " + totalGroups() +
-        " broker groups has a live master, no member is late or expired, and no broker left in the last hour."));
-      return;
+    const problemsNow = items.length;
+    if (back.length) {
+      items.push(h("li", { class: "info", "data-problem": "back" },
+        h("strong", {}, back.length + (back.length === 1 ? " broker left and came back" : " brokers left and came back") +
+          " in the last hour: "),
+        ...joined(back.map((d) => h("span", { "data-back": d.brokerAddr }, h("code", {}, d.brokerAddr), " ",
+          groupLink(d.brokerName), " " + role(d.brokerId) + ", left " + hourMinute(new Date(d.at)) + " (" + d.cause +
+          "), back" + (d.backAt != null ? " " + hourMinute(new Date(d.backAt)) : ""))))));
     }
-    box.replaceChildren(h("ul", { class: "problem-list" }, ...items),
-      h("p", { class: "help" }, "Brokers that left are the registry's record of the last hour (unregistered, connection closed or expired), the same for every browser."));
+    const help = h("p", { class: "help" }, "Brokers that left are the registry's record of the last hour (unregistered, connection closed or expired), the same for every browser.");
+    // "Nothing wrong" only about what this refresh read: during an outage the page holds an
+    // older picture, and without the departures read it cannot say none left
+    let verdict = null;
+    if (state.readsFailing) {
+      verdict = h("p", { class: "unknown", "data-verdict": "unknown" }, "Not known now: the registry's reads fail (see above)" +
+        (state.lastOk ? "; at the last refresh that answered, " + timeOf(state.lastOk) + ", " +
+          (problemsNow ? "it said:" : "nothing was wrong.") : "."));
+    } else if (!problemsNow && !totalGroups()) {
+      verdict = h("p", { class: "unknown", "data-verdict": "empty" }, "No broker group is registered" +
+        (!state.departuresRead ? "; the brokers that left in the last hour could not be read."
+          : back.length ? "." : ", and no broker left in the last hour."));
+    } else if (!problemsNow) {
+      verdict = h("p", { class: "all-well", "data-verdict": "well" }, "Nothing wrong: every one of the " + totalGroups() +
+        (totalGroups() === 1 ? " broker group has" : " broker groups have") + " a live master and no member is late or expired" +
+        (!state.departuresRead ? "; the brokers that left in the last hour could not be read."
+          : back.length ? "; the brokers below came back." : ", and no broker left in the last hour."));
+    }
+    box.replaceChildren(...(verdict ? [verdict] : []), ...(items.length ? [h("ul", { class: "problem-list" }, ...items), help] : []));
   }
 
   function joined(nodes) {
@@ -573,8 +614,8 @@
       const details = h("details", { class: "cluster", "data-cluster": cluster },
         h("summary", {},
           h("span", { class: "cname" }, cluster), " — ",
-          groups.length + (groups.length === 1 ? " broker group, " : " broker groups, ") +
-          members + (members === 1 ? " broker" : " brokers"), badge),
+          num(groups.length) + (groups.length === 1 ? " broker group, " : " broker groups, ") +
+          num(members) + (members === 1 ? " broker" : " brokers"), badge),
         h("div", { class: "table-wrap" }, table));
       details.open = clusterOpen(cluster, noMaster);
       details.addEventListener("toggle", () => {
@@ -663,7 +704,7 @@
       if (badge.textContent !== text) badge.textContent = text;
       badge.hidden = !c.problems;
     }
-    $("group-found").textContent = q || only ? shown + " of " + total + " groups shown" : "";
+    $("group-found").textContent = q || only ? num(shown) + " of " + num(total) + " groups shown" : "";
   }
 
   function openGroup(name) {
@@ -743,17 +784,21 @@
       }
       const noMaster = groups.filter((g) => masterState(g) !== "ok").length;
       // against those registered before the losses: the ones that left and did not come back count
-      const left = departed().length;
-      $("count-clusters").textContent = clusters.length;
-      $("count-groups").textContent = groups.length;
-      $("count-brokers").textContent = (state.live ? alive : "–") + " / " + (total + left);
-      $("count-brokers").title = total + " registered" + (left ? ", " + left + " left in the last hour" : "");
-      $("count-nomaster").textContent = noMaster;
+      const left = departed().left.length;
+      // after a store reset, the brokers it lost count too until they are back
+      const lost = state.storeReset ? state.storeReset.lostBrokers : 0;
+      const before = Math.max(total + left, lost);
+      $("count-clusters").textContent = num(clusters.length);
+      $("count-groups").textContent = num(groups.length);
+      $("count-brokers").textContent = (state.live ? num(alive) : "–") + " / " + num(before);
+      $("count-brokers").title = total + " registered" + (left ? ", " + left + " left in the last hour" : "") +
+        (before > total + left ? ", " + lost + " before the store reset" : "");
+      $("count-nomaster").textContent = num(noMaster);
       $("count-nomaster").parentElement.classList.toggle("alert", noMaster > 0);
     }
     if (state.summary) {
-      $("count-topics").textContent = state.summary.total;
-      $("count-order").textContent = state.summary.orderTopics;
+      $("count-topics").textContent = num(state.summary.total);
+      $("count-order").textContent = num(state.summary.orderTopics);
     }
   }
 
@@ -818,14 +863,14 @@
     const more = state.summary.nextCursor ? "+" : "";
     const first = state.pages.length * MAX_TOPIC_ROWS;
     let caption = filtered
-      ? (first ? "topics " + (first + 1) + "-" + (first + shown.length) + " of those matching " : shown.length + more + " of ")
-        + total + " topics match"
+      ? (first ? "topics " + num(first + 1) + "-" + num(first + shown.length) + " of those matching " : shown.length + more + " of ")
+        + num(total) + " topics match"
       : (state.pages.length || state.summary.nextCursor
-        ? "topics " + (first + 1) + "-" + (first + shown.length) + " of " + total
-        : total + " topics");
+        ? "topics " + num(first + 1) + "-" + num(first + shown.length) + " of " + num(total)
+        : num(total) + " topics");
     if (cluster) caption += " in " + cluster;
     if (state.summary.skipped) {
-      caption += "; " + state.summary.skipped + " passed over on this page (" +
+      caption += "; " + num(state.summary.skipped) + " passed over on this page (" +
         (cluster ? "other clusters' or system topics" : "system topics") + ")";
     }
     $("topic-caption").textContent = caption;
@@ -922,8 +967,13 @@
     const byValue = [...rows].sort((a, b) => b.writeQueues - a.writeQueues);
     const skewed = rows.filter((r) => isSkewed(r.writeQueues)).length;
     const name = (r) => r.brokerName + " " + num(r.writeQueues);
-    $("chart-outliers").textContent = rows.length + " groups with topics" +
-      (idle ? " (" + idle + " without any, not drawn)" : "") + "; mean " + num(mean.toFixed(1)) +
+    // the tally is of its last complete pass: while groups register or leave it counts
+    // another moment than the page's counts above, and says so rather than disagree
+    const registered = state.cluster ? totalGroups() : t.tally.groups.length;
+    const moment = registered !== t.tally.groups.length
+      ? " as of " + timeOf(new Date(t.tally.finishedAt)) + " (" + num(registered) + " broker groups registered now)" : "";
+    $("chart-outliers").textContent = num(rows.length) + " groups with topics" +
+      (idle ? " (" + num(idle) + " without any, not drawn)" : "") + moment + "; mean " + num(mean.toFixed(1)) +
       (min > 0 ? ", max/min " + (max / min).toFixed(1) : "") + "; " + skewed + " skewed. Most: " +
       byValue.slice(0, 3).map(name).join(", ") + ". Least: " + byValue.slice(-3).reverse().map(name).join(", ") + ".";
   }
