@@ -58,7 +58,8 @@ def run_bench(bench: str, tmp_path: Path, java: bool, *extra: str) -> tuple[dict
 def java_home() -> str:
     home = os.environ.get(JAVA_ENV)
     if not home:
-        pytest.skip(f"no Java NameServer: set {JAVA_ENV} to a RocketMQ 4.9.8 NameServer laid out as DIR/lib/*.jar")
+        pytest.skip(f"no Java NameServer: set {JAVA_ENV} to Apache RocketMQ 4.9.8's binary distribution, unpacked "
+                    "(rocketmq-all-4.9.8-bin-release.zip from https://rocketmq.apache.org/download)")
     if shutil.which("java") is None:
         pytest.skip("java is not installed")
     return home
