@@ -1,6 +1,10 @@
-"""Request and response codes (RocketMQ RequestCode / ResponseCode / RemotingSysResponseCode)."""
+"""Request and response codes (RocketMQ RequestCode / ResponseCode / RemotingSysResponseCode),
+and the extFields MixAll names."""
 
 from __future__ import annotations
+
+ZONE_NAME = "__ZONE_NAME"  # MixAll.ZONE_NAME: the broker's zone, among its extFields
+ZONE_MODE = "__ZONE_MODE"  # MixAll.ZONE_MODE: a client's -Drocketmq.zone.mode (DynamicalExtFieldRPCHook)
 
 # request codes a NameServer answers
 PUT_KV_CONFIG = 100
