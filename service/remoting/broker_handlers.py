@@ -149,12 +149,12 @@ def registration_answer(cmd: Command, result: dict[str, Any]) -> Command:
     return ok(cmd, ext, body)
 
 
-def identity(cmd: Command) -> dict[str, Any]:
+def identity(cmd: Command, id_required: bool = True) -> dict[str, Any]:
     return {
         "clusterName": need(cmd, "clusterName"),
         "brokerAddr": need(cmd, "brokerAddr"),
         "brokerName": need(cmd, "brokerName"),
-        "brokerId": long_field(cmd, "brokerId"),
+        "brokerId": long_field(cmd, "brokerId", required=id_required),
     }
 
 
@@ -183,12 +183,7 @@ async def unregister_broker(ctx: HandlerContext, cmd: Command) -> Command:
 
 
 async def broker_heartbeat(ctx: HandlerContext, cmd: Command) -> Command:
-    data = {
-        "clusterName": need(cmd, "clusterName"),
-        "brokerAddr": need(cmd, "brokerAddr"),
-        "brokerName": need(cmd, "brokerName"),
-        "brokerId": long_field(cmd, "brokerId", required=False),
-    }
+    data = identity(cmd, id_required=False)
     if data["brokerId"] is None:
         # RocketMQ refreshes by address alone; our script checks the identity, so read it
         raw = await ctx.store.call(ctx.store.redis.hget(ctx.store.keys.live(data["brokerAddr"]), "brokerId"))
