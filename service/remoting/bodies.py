@@ -91,7 +91,7 @@ def register_broker_body(body: bytes, compressed: bool, version: int, max_topics
     so a body starting with a zlib header (0x78; JSON starts with '{') is inflated too.
     More than ``max_topics`` topics (when given) is refused before any of them is read further.
     """
-    if compressed or is_compressed(body):
+    if compressed or body[:1] == b"\x78":  # a zlib header, whatever the header field says
         return _inflate_register(body, version, max_topics)
     doc = json_body(body, "RegisterBrokerBody")
     if not isinstance(doc, dict):
@@ -101,11 +101,6 @@ def register_broker_body(body: bytes, compressed: bool, version: int, max_topics
     if isinstance(table, dict):
         _check_topic_count(len(table), max_topics)
     return doc
-
-
-def is_compressed(body: bytes) -> bool:
-    """A body in the compressed form whatever the header says (see ``register_broker_body``)."""
-    return body[:1] == b"\x78"
 
 
 def _check_topic_count(count: int, max_topics: int | None) -> None:
