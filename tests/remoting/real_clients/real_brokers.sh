@@ -19,7 +19,7 @@
 #   real_brokers.sh in CMD...         any command in the namespace (rmq-registry compare ...)
 #   real_brokers.sh stop NAME         kill -9 one process (redis, registry, namesrv, controller, a broker)
 #   real_brokers.sh down              kill -9 every process started here, remove the namespace
-# Settings: NS (namespace, rbk), RUN (state, logs and stores: /tmp/real_brokers), RMQ (5.3.3 build,
+# Settings: NS (namespace, rbk), RUN (state, logs and stores: /tmp/real_brokers), RMQ (5.3.3 distribution,
 # /work/java/rmq5), PY (python with this repository's dependencies, .venv/bin/python).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
