@@ -15,7 +15,7 @@ know: TOPIC_NOT_EXIST). A 4.9.8 distribution binds every interface; run it on a 
 where that is acceptable.
 
 `python bench/java_namesrv.py --java-namesrv-home DIR` starts one, registers a broker with
-two topics, reads a route back and stops it (a check of the build).
+two topics, reads a route back and stops it (a check of the distribution).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--java-namesrv-home", type=Path, default=None,
-                   help=f"a RocketMQ 4.9.8 NameServer laid out as DIR/lib/*.jar (default: env {ENV}; "
+                   help=f"RocketMQ 4.9.8 or 5.3.3, its binary distribution unpacked (DIR/lib/*.jar) (default: env {ENV}; "
                         "none: the registry's figures alone)")
     p.add_argument("--java-opts", default=os.environ.get("RMQ_BENCH_JAVA_OPTS", JAVA_OPTS),
                    help="JVM options for the Java NameServer (default: runserver.sh's with a 1 GB heap; "

@@ -31,7 +31,7 @@ from service.http.app import create_app as create_http_app
 from service.http.connections import HttpServer
 from service.http.app_keys import NODE
 from service.node import Node
-from service.remoting.dispatch import HandlerContext
+from service.remoting.context import HandlerContext
 from service.remoting.notify import MinBrokerIdNotifier
 from service.remoting.server import RemotingServer
 from service.remoting.server_metrics import RequestCounts

@@ -24,7 +24,6 @@ FULL_ONLY: dict[str, str] = {
     "remoting/real_clients/": "clients",
     "test_bench_smoke.py": "bench",
     "test_bench_tcp_smoke.py": "bench",
-    "test_bench_build_java.py": "bench",
     "test_dependency_range.py": "dependency_range",
     "test_alerts_live.py": "processes",
     "test_api_examples.py": "processes",

@@ -7,27 +7,26 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
 from tests.redis_server import free_port
+from tests.waits import until_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def wait_http(url: str, limit_s: float = 20) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
+    def answers() -> bool:
         try:
             with urllib.request.urlopen(url, timeout=1) as resp:
-                if resp.status == 200:
-                    return
+                return resp.status == 200
         except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {limit_s} s")
+            return False
+
+    until_sync(answers, limit_s, f"{url} answering 200", poll_s=0.1)
 
 
 def http_status(url: str, timeout_s: float = 5) -> int:

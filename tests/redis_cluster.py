@@ -5,12 +5,12 @@ for a failover of it."""
 from __future__ import annotations
 
 import subprocess
-import time
 
 import redis
 from redis.crc import key_slot
 
 from tests.redis_server import RedisServer, wait_replicated
+from tests.waits import until_sync
 
 SLOT = key_slot(b"{rmq}")  # every registry key's slot (keys are {rmq}:...)
 
@@ -54,10 +54,7 @@ class RedisClusterNodes:
 
     def wait_formed(self, replicas: int, limit_s: float = 20) -> None:
         """Until every node sees the cluster ok and each primary has its replicas online."""
-        deadline = time.monotonic() + limit_s
-        while not self._formed(replicas):
-            assert time.monotonic() < deadline, "the cluster did not form"
-            time.sleep(0.1)
+        until_sync(lambda: self._formed(replicas), limit_s, "the cluster formed", poll_s=0.1)
 
     def _formed(self, replicas: int) -> bool:
         try:
@@ -108,16 +105,14 @@ class RedisClusterNodes:
     def failed_over(self, old_port: int, limit_s: float = 20) -> int:
         """The new owner's port once a replica was promoted, the cluster is ok again and
         the new owner takes writes."""
-        deadline = time.monotonic() + limit_s
-        while True:
+        def promoted() -> int | None:
             try:
                 port = self.current_primary()
-                if port != old_port and self.client(port).cluster("info")["cluster_state"] == "ok":
-                    return port
+                return port if port != old_port and self.client(port).cluster("info")["cluster_state"] == "ok" else None
             except (AssertionError, redis.exceptions.ConnectionError):
-                pass
-            assert time.monotonic() < deadline, "no failover happened"
-            time.sleep(0.05)
+                return None
+
+        return until_sync(promoted, limit_s, "a failover")
 
     def stop(self) -> None:
         for node in self.nodes:

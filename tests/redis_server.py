@@ -11,6 +11,8 @@ from pathlib import Path
 
 import redis
 
+from tests.waits import until_sync
+
 
 def free_port(below: int = 65536) -> int:
     while True:
@@ -105,13 +107,12 @@ def wait_replicated(port: int, replicas: int, limit_s: float = 15, key: str = "{
     write promptly (a replica just synced acknowledges its first writes only after a second
     or two). On a cluster, ``key`` must be in one of that primary's slots."""
     r = redis.Redis(port=port)
-    deadline = time.monotonic() + limit_s
-    while True:
+
+    def acknowledged() -> bool:
         info = r.info("replication")
         online = sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
                      and v.get("state") == "online")
-        if online >= replicas and r.set(key, 1) and r.execute_command("WAIT", replicas, 100) >= replicas:
-            r.delete(key)
-            return
-        assert time.monotonic() < deadline, f"{replicas} replicas never caught up"
-        time.sleep(0.05)
+        return online >= replicas and bool(r.set(key, 1)) and r.execute_command("WAIT", replicas, 100) >= replicas
+
+    until_sync(acknowledged, limit_s, f"{replicas} replicas caught up")
+    r.delete(key)

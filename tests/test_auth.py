@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from service.http.app_keys import OBSERVER
 from tests.builders import identity, registration
 from tests.calls import register, route
 from tests.tables import snapshot
+from tests.waits import until
 
 BROKER, ADMIN, OTHER_ADMIN = "b-token-1", "a-token-1", "a-token-2"
 
@@ -138,9 +138,7 @@ async def test_refusals_from_one_client_are_logged_once_then_counted(
         assert (await client.put("/v1/kv/ns/k", json={"value": "v"})).status == 401
     assert (await client.get("/v1/kv/ns/k", headers=bearer(ADMIN))).status == 404  # allowed: not told
     assert refusal_lines(caplog) == ["refused HTTP PUT /v1/kv/ns/k from 127.0.0.1: 401, no bearer token"]
-    deadline = time.monotonic() + 10
-    while len(refusal_lines(caplog)) < 2 and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    await until(lambda: len(refusal_lines(caplog)) >= 2, 10, "the summary line")
     assert refusal_lines(caplog)[1] == (f"... and 4 more refusals from 127.0.0.1 in the last {window:g} s, the last: "
                                         "refused HTTP PUT /v1/kv/ns/k from 127.0.0.1: 401, no bearer token")
 

@@ -21,7 +21,7 @@ import pytest
 
 from bench import broker_requests as br
 from bench.common import have_wrk
-from service.remoting import broker_handlers
+from service.remoting import bodies
 
 ROOT = Path(__file__).resolve().parent.parent
 JAVA_ENV = "RMQ_BENCH_JAVA_NAMESRV_HOME"
@@ -58,7 +58,8 @@ def run_bench(bench: str, tmp_path: Path, java: bool, *extra: str) -> tuple[dict
 def java_home() -> str:
     home = os.environ.get(JAVA_ENV)
     if not home:
-        pytest.skip(f"no Java NameServer: set {JAVA_ENV} to a RocketMQ 4.9.8 NameServer laid out as DIR/lib/*.jar")
+        pytest.skip(f"no Java NameServer: set {JAVA_ENV} to Apache RocketMQ 4.9.8's binary distribution, unpacked "
+                    "(rocketmq-all-4.9.8-bin-release.zip from https://rocketmq.apache.org/download)")
     if shutil.which("java") is None:
         pytest.skip("java is not installed")
     return home
@@ -77,8 +78,8 @@ def test_loader_bodies_read_back_as_the_topics_sent(form: str) -> None:
     header_len = int.from_bytes(frame[4:8], "big") & 0xFFFFFF
     header = json.loads(frame[8:8 + header_len])
     body = frame[8 + header_len:]
-    assert header["extFields"]["bodyCrc32"] == str(broker_handlers.crc32(body))
-    decoded = broker_handlers.register_broker_body(body, header["extFields"]["compressed"] == "true", header["version"])
+    assert header["extFields"]["bodyCrc32"] == str(bodies.crc32(body))
+    decoded = bodies.register_broker_body(body, header["extFields"]["compressed"] == "true", header["version"])
     wrapper = decoded["topicConfigSerializeWrapper"]
     assert wrapper["dataVersion"]["counter"] == 4
     assert {name: (tc["readQueueNums"], tc["writeQueueNums"], tc["perm"])

@@ -1,6 +1,7 @@
 """The documents stand on their own in a clone: every relative link of every tracked
-Markdown file reaches a file of the repository (and a heading, when it names one), and
-nothing tracked cites this project's own issue numbers, which a reader cannot see."""
+Markdown file reaches a file of the repository (and a heading, when it names one),
+nothing tracked cites this project's own issue numbers, which a reader cannot see, and
+docs/design.md's layout names every top-level module of service/."""
 
 from __future__ import annotations
 
@@ -101,3 +102,13 @@ def test_the_http_contract_documents_every_path_a_worker_serves() -> None:
     documented = set(re.findall(r"`(?:[A-Z]+ )?(/[^`?\s]*)", api)) | set(re.findall(r"^#+ [A-Z]+ (/\S*)", api, re.M))
     missing = {p for p in app_paths() if p not in documented and not p.startswith("/ui/")}
     assert not missing, sorted(missing)
+
+
+def test_the_design_layout_names_every_top_level_module_of_service() -> None:
+    layout = (ROOT / "docs" / "design.md").read_text().split("## 4. Layout", 1)[1]
+    named = set(re.findall(r"^  (\w+\.py|\w+/) ", layout, re.M))
+    service = ROOT / "service"
+    modules = {p.name for p in service.glob("*.py") if p.name != "__init__.py"}
+    modules |= {p.parent.name + "/" for p in service.glob("*/__init__.py")}
+    assert modules - named == set(), "modules of service/ missing from docs/design.md's layout"
+    assert named - modules == set(), "docs/design.md's layout names modules service/ does not have"

@@ -28,6 +28,7 @@ from tests.builders import identity, registration
 from tests.processes import console_script, start, wait_http
 from tests.redis_server import free_port
 from tests.tables import violations
+from tests.waits import until_sync
 
 N = 3
 SCAN_MS = 200
@@ -235,11 +236,8 @@ def test_expiry_happens_exactly_once_although_every_worker_scans(cluster: Cluste
     register_all(lb, regs)
     assert len(get(lb, "/v1/cluster")["brokerAddrTable"]) == 10
     # silent now: all gone after timeout + a scan interval (waited for with room for a loaded machine)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if not r.zcard(Keys().expiry) and not get(cluster.urls[0], "/v1/cluster")["brokerAddrTable"]:
-            break
-        time.sleep(0.1)
+    until_sync(lambda: not r.zcard(Keys().expiry) and not get(cluster.urls[0], "/v1/cluster")["brokerAddrTable"],
+               30, "every silent broker expired", poll_s=0.1)
     time.sleep(2 * SCAN_MS / 1000)  # let any late (duplicate) removal show in the counters
     increases = [expired_total(b) - s for b, s in zip(cluster.urls, start_counts)]
     print(f"\nexpired per worker: {increases} (sum {sum(increases)}, brokers {len(regs)})")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -14,6 +12,7 @@ from service.config import ENV, Settings, StartupError, from_env
 from service.http.openapi import OPERATIONS
 from tests.builders import registration
 from tests.calls import register, route
+from tests.waits import until
 
 
 async def test_healthz_answers_ok(client: TestClient) -> None:
@@ -111,10 +110,11 @@ async def test_embedded_store_serves_registration_and_expiry(aiohttp_client) -> 
     client = await aiohttp_client(create_app(Settings(scan_interval_ms=100)))
     await register(client, registration(timeout_ms=300))
     assert await route(client, "TopicTest") is not None
-    deadline = time.monotonic() + 10  # gone 0.4 s in; waited for with room for a loaded machine
-    while await route(client, "TopicTest") is not None and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert await route(client, "TopicTest") is None
+
+    async def gone() -> bool:
+        return await route(client, "TopicTest") is None
+
+    await until(gone, 10, "the expired broker's route gone")  # 0.4 s in; room for a loaded machine
 
 
 async def test_metrics_show_changes_gauges_and_redis_errors(client: TestClient) -> None:

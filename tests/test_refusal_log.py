@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 import pytest
 
 from service.logs import OTHER_SOURCES, RefusalLog, printable
+from tests.waits import until
 
 WINDOW = 0.3  # seconds; the worker's is 60
 
@@ -26,9 +26,7 @@ def lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 async def wait_for_lines(caplog: pytest.LogCaptureFixture, n: int, bound: float = 10.0) -> list[str]:
     """The lines once there are `n` of them (within a generous bound: a slow machine only waits longer)."""
-    deadline = time.monotonic() + bound
-    while len(lines(caplog)) < n and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    await until(lambda: len(lines(caplog)) >= n, bound, f"{n} lines")
     return lines(caplog)
 
 

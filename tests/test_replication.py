@@ -20,6 +20,7 @@ from tests.redis_server import RedisServer
 from tests.remoting.client import RemotingClient
 from tests.remoting.frames import register as register_frame
 from tests.tables import snapshot
+from tests.waits import until_sync
 
 Change = Callable[[TestClient], Awaitable[Any]]
 
@@ -52,14 +53,12 @@ def primary_and_replica() -> Iterator[tuple[RedisServer, RedisServer]]:
     primary.start()
     replica = RedisServer(None, "--replicaof", "127.0.0.1", str(primary.port))
     replica.start()
-    deadline = time.monotonic() + 10
-    while redis.Redis(port=primary.port).info("replication").get("slave0", {}).get("state") != "online":
-        assert time.monotonic() < deadline, "the replica never caught up"
-        time.sleep(0.05)
-    # a replica just online acknowledges its first writes only after a second or two
     warm = redis.Redis(port=primary.port)
-    while warm.set("warm-up", 1) and warm.execute_command("WAIT", 1, 100) < 1:
-        assert time.monotonic() < deadline, "the replica never acknowledged a write"
+    until_sync(lambda: warm.info("replication").get("slave0", {}).get("state") == "online", 10,
+               "the replica caught up")
+    # a replica just online acknowledges its first writes only after a second or two
+    until_sync(lambda: warm.set("warm-up", 1) and warm.execute_command("WAIT", 1, 100) >= 1, 10,
+               "the replica acknowledging a write", poll_s=0)
     warm.delete("warm-up")
     yield primary, replica
     replica.cleanup()

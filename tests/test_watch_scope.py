@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from aiohttp.test_utils import TestClient
 
 from service.http.app_keys import CACHE
 from tests.builders import registration, topic_config
 from tests.calls import register
+from tests.waits import until
 
 TOPICS_A = [f"A{i}" for i in range(10)]
 TOPICS_B = [f"B{i}" for i in range(10)]
@@ -20,9 +20,8 @@ async def start_watches(client: TestClient, topics: list[str]) -> dict[str, asyn
     for topic in topics:
         etag = (await client.get(f"/v1/routes/{topic}")).headers["ETag"].strip('"')
         watches[topic] = asyncio.create_task(client.get(f"/v1/routes/{topic}?watch={etag}&timeout=20s"))
-    deadline = time.monotonic() + 10  # every watch has arrived and waits (room for a loaded machine)
-    while client.app[CACHE].watchers < len(topics) and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    # every watch has arrived and waits (room for a loaded machine)
+    await until(lambda: client.app[CACHE].watchers >= len(topics), 10, "every watch waiting")
     assert client.app[CACHE].watchers == len(topics)
     return watches
 

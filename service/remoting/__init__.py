@@ -2,9 +2,10 @@
 
 - ``codec``: frames and both header serializations (JSON, ROCKETMQ binary), and the JSON
   dialect RocketMQ writes (unquoted integer map keys), both ways.
-- ``dispatch``: the table naming each request code's handler, and the context they run on.
-- ``broker_handlers``: the brokers' requests and the RegisterBrokerBody they carry.
+- ``context``: the context every request runs on, and how a request's body is decoded and validated.
+- ``dispatch``: the table naming each request code's handler.
+- ``broker_handlers``: the brokers' requests.
 - ``handlers``: the clients' reads and the operators' changes, on the shared Registry and ReadCache.
-- ``bodies``: the read answers' bodies.
+- ``bodies``: the bodies both ways (RegisterBrokerBody, the answers).
 - ``server``: the asyncio TCP server; ``service.worker.install_remoting`` ties it to an aiohttp app.
 """

@@ -28,8 +28,8 @@ from service.remoting.codec import Command
 
 ACCESS_KEY, SIGNATURE = "AccessKey", "Signature"
 
-# What each request needs: reads follow RMQ_AUTH_READS as over HTTP, a broker's own
-# requests need the broker role, everything else the admin role.
+# What each request needs: reads follow RMQ_AUTH_READS as over HTTP, a broker's own requests
+# the broker role, everything else the admin role: a new code left out here fails closed.
 READS = frozenset({
     codes.GET_ROUTEINFO_BY_TOPIC, codes.GET_BROKER_CLUSTER_INFO, codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
     codes.GET_TOPICS_BY_CLUSTER, codes.GET_SYSTEM_TOPIC_LIST_FROM_NS, codes.GET_UNIT_TOPIC_LIST,

@@ -1,8 +1,13 @@
-"""Request and response codes (RocketMQ RequestCode / ResponseCode / RemotingSysResponseCode)."""
+"""Request and response codes (RocketMQ RequestCode / ResponseCode / RemotingSysResponseCode),
+and the extFields MixAll names."""
 
 from __future__ import annotations
 
-# request codes a NameServer answers
+ZONE_NAME = "__ZONE_NAME"  # MixAll.ZONE_NAME: the broker's zone, among its extFields
+ZONE_MODE = "__ZONE_MODE"  # MixAll.ZONE_MODE: a client's -Drocketmq.zone.mode (DynamicalExtFieldRPCHook)
+
+# request codes a NameServer answers; a new one also needs its handler in dispatch.py's
+# HANDLERS and its role in acl.py (READS or BROKER_REQUESTS, else the admin role's)
 PUT_KV_CONFIG = 100
 GET_KV_CONFIG = 101
 DELETE_KV_CONFIG = 102

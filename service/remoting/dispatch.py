@@ -1,5 +1,5 @@
 """The dispatcher: each request code's handler named in one table, run on the worker's
-context (``HandlerContext``: its Registry, ReadCache and settings), its failure answered.
+context (context.py's ``HandlerContext``), its failure answered.
 The brokers' requests are broker_handlers.py's, the clients' reads and the operators'
 changes handlers.py's.
 """
@@ -9,20 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from service.addresses import AddressList
-from service.auth import TokenFile
-from service.cache import ReadCache
-from service.config import Settings
-from service.logs import RefusalLog, redis_failure_log
-from service.node import Node
-from service.registry import Busy, Registry
-from service.removals import Removals
+from service.registry import Busy
 from service.remoting import acl, codes
 from service.remoting.broker_handlers import broker_heartbeat, query_data_version, register_broker, unregister_broker
 from service.remoting.codec import Command, RemotingError, fail
 from service.remoting.connection import CHANNEL
+from service.remoting.context import Handler, HandlerContext
 from service.remoting.handlers import (
-    Handler,
     broker_member_group,
     cluster_info,
     delete_kv,
@@ -37,31 +30,10 @@ from service.remoting.handlers import (
     update_namesrv_config,
     write_perm,
 )
-from service.store import NotReplicated, OutcomeUnknown, Store, StoreRefusing, StoreUnavailable, outcome_text
+from service.store import NotReplicated, OutcomeUnknown, StoreRefusing, StoreUnavailable, outcome_text
 
 # the logger its lines carried before the dispatcher had a module of its own (log filters key on it)
 log = logging.getLogger("service.remoting.handlers")
-
-
-class HandlerContext:
-    """What the handlers share: the worker's registry, cache and settings (its Node)."""
-
-    def __init__(self, node: Node) -> None:
-        self.registry: Registry = node.registry
-        self.removals: Removals = node.removals
-        self.store: Store = node.store
-        self.cache: ReadCache = node.cache
-        self.settings: Settings = node.settings
-        # with authentication on, every request is checked against the file's key pairs
-        self.keys = TokenFile(node.settings.auth_tokens_file) if node.settings.auth_tokens_file else None
-        white = node.settings.remoting_white_addresses
-        self.white = AddressList.from_setting(white) if white else None
-        self.refusals = RefusalLog(logging.getLogger("service.remoting.refusals"))
-        # Redis failures of requests: a line per kind and window, not one per request
-        self.failures = redis_failure_log(log)
-        self.listen_port = node.settings.remoting_port  # the bound one once the server listens
-        # large bodies are decoded one at a time (broker_handlers.decoded)
-        self.decode_turn = asyncio.Semaphore(1)
 
 
 _timeout = getattr(asyncio, "timeout", None)

@@ -1,11 +1,11 @@
 """The handlers of the clients' reads and the operators' changes, one coroutine per request
-code (dispatch.py names them; the brokers' requests are broker_handlers.py's). Nothing is
+code (dispatch.py names them; the brokers' requests are broker_handlers.py's, the bodies'
+encoding bodies.py's). Nothing is
 changed by a request that is refused.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Callable
 
 import orjson
 from pydantic import ValidationError
@@ -14,15 +14,9 @@ from service.cache import CLUSTER, Answer, make_answer
 from service.models import TOPIC_MAX, TOPIC_CONFIG, describe, kv_value_error, name_rule, queue_count_error, valid_name
 from service.registry import in_zone
 from service.remoting import bodies, codes
-from service.remoting.broker_handlers import ZONE_NAME, body_doc, kv_table
+from service.remoting.context import Handler, HandlerContext, body_doc
 from service.remoting.codec import Command, RemotingError, bool_field, fail, need, ok
 from service.remoting.namesrv_config import properties as namesrv_config_values
-
-if TYPE_CHECKING:  # the dispatcher hands every handler its context
-    from service.remoting.dispatch import HandlerContext
-
-Handler = Callable[["HandlerContext", Command], Awaitable[Command]]
-
 
 def name_field(cmd: Command, name: str, max_length: int = 255, required: bool = True) -> str | None:
     value = need(cmd, name) if required else cmd.ext_fields.get(name)
@@ -51,16 +45,13 @@ def topic_not_exist(cmd: Command, topic: str) -> Command:
     return fail(cmd, codes.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}{FAQ_HINT}")
 
 
-ZONE_MODE = "__ZONE_MODE"  # MixAll.ZONE_MODE: a client's -Drocketmq.zone.mode (DynamicalExtFieldRPCHook)
-
-
 def zone_asked(ext: dict[str, str]) -> str | None:
     """The zone a route request asks its answer filtered by, as ZoneRouteRPCHook reads it:
     __ZONE_MODE true (any case: Boolean.parseBoolean) and a __ZONE_NAME that is not blank;
     None for the whole route."""
-    if ext.get(ZONE_MODE, "").lower() != "true":
+    if ext.get(codes.ZONE_MODE, "").lower() != "true":
         return None
-    zone = ext.get(ZONE_NAME, "")
+    zone = ext.get(codes.ZONE_NAME, "")
     return zone if zone.strip() else None
 
 
@@ -197,7 +188,7 @@ async def kv_list(ctx: HandlerContext, cmd: Command) -> Command:
     table = await ctx.registry.kv_table(namespace)
     if table is None:
         return fail(cmd, codes.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
-    return ok(cmd, body=kv_table(table))
+    return ok(cmd, body=bodies.kv_table(table))
 
 
 async def broker_member_group(ctx: HandlerContext, cmd: Command) -> Command:

@@ -23,7 +23,7 @@ What one client can hold is bounded (docs/remoting.md lists every limit):
   bytes stay in the kernel, TCP pushes back on the sender) instead of buffering them;
 - a connection reading pipelined frames gives the event loop back every few milliseconds;
 - requests with large bodies take at most a few of the running places (their decoding
-  waits its turn, ``broker_handlers.decoded``), so small requests always find one.
+  waits its turn, ``context.decoded``), so small requests always find one.
 
 Connections closed for these reasons, or refused, are counted for /metrics.
 """
@@ -42,10 +42,10 @@ from collections import Counter
 
 from service.removals import CONNECTION_CLOSED, Removal
 from service.remoting import codec, codes, proxy, tls
-from service.remoting.broker_handlers import SMALL_BODY
 from service.remoting.byte_budget import ByteBudget
 from service.remoting.connection import CHANNEL, Channel, Connection
-from service.remoting.dispatch import HandlerContext, dispatch
+from service.remoting.context import SMALL_BODY, HandlerContext
+from service.remoting.dispatch import dispatch
 from service.remoting.handlers import topic_not_exist, zone_asked
 from service.remoting.route_reads import RouteReads
 

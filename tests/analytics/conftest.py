@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -15,18 +14,14 @@ import redis
 from tests.analytics.seed import Model, build_model, write_model
 
 
-# scripts/spark-redis-jar builds it here from source (Maven Central, whence spark-submit
-# --packages takes it, is out of reach of some machines); out/ is not in the repository
-BUILT_JAR = Path(__file__).resolve().parents[2] / "out" / "spark-redis" / "spark-redis_2.12-3.1.0-jar-with-dependencies.jar"
-HOW_TO_GET_THE_JAR = ("build it from source with scripts/spark-redis-jar (git, a JDK, a minute), or name one "
+HOW_TO_GET_THE_JAR = ("download spark-redis's published jar from Maven Central "
+                      "(com.redislabs:spark-redis_2.12:3.1.0, jar-with-dependencies) and name it "
                       "with SPARK_REDIS_JAR=/path/to/spark-redis_2.12-3.1.0-jar-with-dependencies.jar")
 
 
 def spark_redis_jar() -> str | None:
-    """SPARK_REDIS_JAR, else the jar scripts/spark-redis-jar built, else None."""
-    if os.environ.get("SPARK_REDIS_JAR"):
-        return os.environ["SPARK_REDIS_JAR"]
-    return str(BUILT_JAR) if BUILT_JAR.is_file() else None
+    """SPARK_REDIS_JAR, else None."""
+    return os.environ.get("SPARK_REDIS_JAR") or None
 
 
 @pytest.fixture(scope="session")

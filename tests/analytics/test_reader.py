@@ -1,5 +1,5 @@
 """read_table: the built-in reader against a real redis-server, and spark-redis when its jar is
-at hand (scripts/spark-redis-jar builds it from source)."""
+at hand (SPARK_REDIS_JAR: spark-redis's published jar from Maven Central)."""
 
 from __future__ import annotations
 

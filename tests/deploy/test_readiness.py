@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -138,8 +137,8 @@ def test_through_a_redis_outage_writes_get_their_503(deployed: Worker, own_redis
 def test_a_draining_worker_leaves_the_service(deployed: Worker) -> None:
     assert fetch(deployed.probe)[0] == 200
     deployed.proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + BOUND_S
-    while (status := fetch(deployed.probe)[0]) == 200:
-        assert time.monotonic() < deadline, "the probe still answers ready while the worker drains"
-        time.sleep(0.05)
-    assert status == 503
+    def not_ready() -> int | None:
+        status = fetch(deployed.probe)[0]
+        return None if status == 200 else status
+
+    assert until_sync(not_ready, BOUND_S, "the probe answering not ready while the worker drains") == 503

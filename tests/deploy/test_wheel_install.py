@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -22,6 +21,7 @@ import pytest
 
 from tests.deploy._common import ROOT, pyproject
 from tests.processes import http_status
+from tests.waits import until_sync
 
 # pip's own cache (~/.cache/pip) makes repeated runs fast; an optional local wheel
 # directory can be offered too.
@@ -92,15 +92,14 @@ def test_console_script_serves_healthz_from_a_fresh_venv(installed_venv: Path):
                             cwd=installed_venv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        status = None
-        while time.monotonic() < deadline:
+        def health() -> int | None:
             assert proc.poll() is None, f"server exited early ({proc.returncode}):\n{proc.stdout.read()}"
             try:
-                status = http_status(base + "/healthz", timeout_s=2)
-                break
+                return http_status(base + "/healthz", timeout_s=2)
             except (urllib.error.URLError, ConnectionError, OSError):
-                time.sleep(0.2)
+                return None
+
+        status = until_sync(health, 30, "/healthz answering", poll_s=0.2)
         assert status == 200, f"/healthz answered {status}"
         # the embedded store loads the Lua scripts that shipped inside the wheel
         assert http_status(base + "/readyz", timeout_s=2) == 200

@@ -6,12 +6,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import redis
 
 from tests.redis_server import RedisServer, free_port, wait_replicated
+from tests.waits import until_sync
 
 MASTER = "rmq"
 
@@ -30,14 +30,13 @@ class Sentinel:
         ]) + "\n")
         self.proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", str(conf), "--sentinel"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
+        def answers() -> bool:
             try:
-                redis.Redis(port=self.port).ping()
-                return
+                return bool(redis.Redis(port=self.port).ping())
             except redis.exceptions.ConnectionError:
-                assert time.monotonic() < deadline, "a sentinel did not start"
-                time.sleep(0.05)
+                return False
+
+        until_sync(answers, 10, "a sentinel answering")
 
     def stop(self) -> None:
         self.proc.kill()
@@ -58,10 +57,8 @@ class ReplicatedRedis:
             replica.start()
         self.wait_replicated(self.primary.port, replicas)
         self.sentinels = [Sentinel(self.primary.port) for _ in range(3)]
-        deadline = time.monotonic() + 15
-        while not all(self.sentinel_knows_replicas(s, replicas) for s in self.sentinels):
-            assert time.monotonic() < deadline, "the sentinels never found the replicas"
-            time.sleep(0.1)
+        until_sync(lambda: all(self.sentinel_knows_replicas(s, replicas) for s in self.sentinels), 15,
+                   "the sentinels finding the replicas", poll_s=0.1)
 
     @property
     def url(self) -> str:
@@ -85,16 +82,14 @@ class ReplicatedRedis:
 
     def failed_over(self, old_port: int, limit_s: float = 20) -> int:
         """The new primary's port once the Sentinels promoted one and it takes writes."""
-        deadline = time.monotonic() + limit_s
-        while True:
+        def promoted() -> int | None:
             try:
                 port = self.current_primary()
-                if port != old_port and redis.Redis(port=port).info("replication")["role"] == "master":
-                    return port
+                return port if port != old_port and redis.Redis(port=port).info("replication")["role"] == "master" else None
             except redis.exceptions.ConnectionError:
-                pass
-            assert time.monotonic() < deadline, "no failover happened"
-            time.sleep(0.05)
+                return None
+
+        return until_sync(promoted, limit_s, "a failover")
 
     def node_on(self, port: int) -> RedisServer:
         return next(n for n in self.nodes() if n.port == port)

@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import signal
-import time
 import urllib.request
 from typing import Any, Iterator
 
@@ -29,6 +28,7 @@ from tests.processes import console_script, start, wait_http
 from tests.redis_cluster import RedisClusterNodes
 from tests.redis_server import free_port
 from tests.tables import violations
+from tests.waits import until
 
 # a failover takes the 1 s node timeout plus an election (0.5-1 s); the restarted node must
 # then rejoin as the new primary's replica and resync before a write is acknowledged
@@ -91,9 +91,10 @@ async def test_with_the_slot_owners_replica_stopped_a_change_is_a_503_that_says_
     assert resp.status == 503 and "0 of 1 replicas" in message and "sending it again is safe" in message
     owner = shared_cluster.client(shared_cluster.current_primary())
     assert owner.hget("{rmq}:kv:STOPPED", "during") == "2"  # applied on the primary, unconfirmed
-    deadline = time.monotonic() + 10
-    while (await client.put("/v1/kv/STOPPED/after", json={"value": "3"})).status != 200:
-        assert time.monotonic() < deadline, "the replica never acknowledged again"
+    async def acknowledged() -> bool:
+        return (await client.put("/v1/kv/STOPPED/after", json={"value": "3"})).status == 200
+
+    await until(acknowledged, 10, "the replica acknowledging again", poll_s=0)
 
 
 async def test_a_change_follows_the_slot_to_another_primary_and_waits_for_that_ones_replica(
@@ -146,10 +147,10 @@ async def test_a_worker_whose_only_seed_is_down_at_start_waits_for_it_and_serves
     finally:
         down.start()
     client = await asyncio.wait_for(starting, 30)
-    deadline = time.monotonic() + 15
-    while (await client.put("/v1/kv/ONE/k", json={"value": "v"})).status != 200:
-        assert time.monotonic() < deadline, "the worker never served"
-        await asyncio.sleep(0.2)
+    async def served() -> bool:
+        return (await client.put("/v1/kv/ONE/k", json={"value": "v"})).status == 200
+
+    await until(served, 15, "the worker serving", poll_s=0.2)
     assert (await client.get("/readyz")).status == 200
     # the scanner, the change poller and the change listener all run
     assert [t.get_name() for t in client.app[NODE]._tasks if t.done()] == []

@@ -30,6 +30,7 @@ from tests.hardening.harness import Worker, atomic_violations, own_redis
 from tests.hardening.load import Load
 from tests.redis_server import RedisServer
 from tests.tables import violations
+from tests.waits import until, until_sync
 
 REDIS_TIMEOUT_MS = 500
 # an answer may take the Redis timeout plus this much (scheduling noise on a busy 2-core box)
@@ -274,10 +275,7 @@ async def test_pubsub_connections_killed_under_load(env: Env, running: Running) 
     def subscribers() -> int:
         return int(admin.pubsub_numsub(channel)[0][1])
 
-    deadline = time.monotonic() + 10
-    while subscribers() < len(env.workers):
-        assert time.monotonic() < deadline, "workers never subscribed"
-        await asyncio.sleep(0.05)
+    await until(lambda: subscribers() >= len(env.workers), 10, "every worker subscribed")
     await asyncio.sleep(1.5)  # under load, as the other faults: the five rounds alone can take well under a second
     async with aiohttp.ClientSession() as session:
         for round_no in range(5):
@@ -342,10 +340,8 @@ def test_no_request_fails_once_redis_is_back_and_the_worker_ready() -> None:
         import requests
 
         with requests.Session() as session:
-            deadline = time.monotonic() + RESUME_S
-            while session.get(env.urls[0] + "/readyz", timeout=10).status_code != 200:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            until_sync(lambda: session.get(env.urls[0] + "/readyz", timeout=10).status_code == 200, RESUME_S,
+                       "the worker ready again")
         statuses = asyncio.run(reads(40)) + asyncio.run(reads(40))
         assert set(statuses) == {404}, (f"{statuses.count(503)} of {len(statuses)} reads answered 503 with Redis up "
                                          f"and /readyz 200 ({pooled} pooled connections before the restart)")

@@ -22,6 +22,7 @@ from service.keys import ORDER_TOPIC_CONFIG
 from tests.builders import registration
 from tests.hardening.harness import Worker, atomic_violations, own_redis
 from tests.redis_server import RedisServer
+from tests.waits import until_sync
 
 ENTRIES = {(ns, f"key{i}"): f"value-{ns}-{i}-{'é' if i % 2 else 'x'}" for ns in ("NS1", "NS2", ORDER_TOPIC_CONFIG)
            for i in range(50)}
@@ -70,15 +71,13 @@ def get(session: requests.Session, url: str) -> requests.Response:
 
 
 def wait_ok(session: requests.Session, url: str, limit_s: float = 30) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         try:
-            if session.get(url + "/readyz", timeout=5).status_code == 200:
-                return
+            return session.get(url + "/readyz", timeout=5).status_code == 200
         except requests.RequestException:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("worker not ready after Redis returned")
+            return False
+
+    until_sync(ready, limit_s, "the worker ready after Redis returned")
 
 
 @pytest.mark.parametrize("stop", [shutdown, sigterm, sigkill_after_fsync], ids=["SHUTDOWN", "SIGTERM", "SIGKILL-after-1s"])

@@ -19,6 +19,7 @@ from tests.hostile.canary import tcp_read_route
 from tests.hostile.conftest import Target, answer_or_close, closed_within, dribble, frame
 from tests.remoting.client import request
 from tests.remoting.frames import compress_register_body, register
+from tests.waits import until_sync
 
 
 def header(code: int | str = codes.REGISTER_BROKER, opaque: int | str = 1, ext: dict[str, str] | None = None) -> bytes:
@@ -190,9 +191,8 @@ def test_connections_past_the_cap_are_refused(make_target) -> None:
     try:
         # the count and the close are one step in the worker: once all ten are counted, the
         # ten are closed, however long a loaded machine took to accept them
-        deadline = time.monotonic() + 30
-        while target.metric("rmq_remoting_connections_refused_total") < 10 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        until_sync(lambda: target.metric("rmq_remoting_connections_refused_total") >= 10, 30,
+                   "ten connections refused", poll_s=0.1)
         refused = sum(closed_within(s, 0.5) is not None for s in socks)
         assert refused == 10
         assert target.metric("rmq_remoting_connections_refused_total") == 10

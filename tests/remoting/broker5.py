@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from service.remoting import broker_handlers, codes
+from service.remoting import bodies, codes
 from service.remoting.codec import Command
 from tests.remoting.client import request
 
@@ -85,7 +85,7 @@ def register(body: bytes, *, addr: str = "10.0.0.1:10911", name: str = "broker-a
     which has no enableActingMaster."""
     ext = {"brokerName": name, "brokerAddr": addr, "clusterName": cluster,
            "haServerAddr": addr.rsplit(":", 1)[0] + ":10912", "brokerId": str(broker_id),
-           "compressed": "false", "bodyCrc32": str(broker_handlers.crc32(body))}
+           "compressed": "false", "bodyCrc32": str(bodies.crc32(body))}
     if acting is not None:
         ext["enableActingMaster"] = "true" if acting else "false"
     if zone is not None:

@@ -10,14 +10,14 @@ from typing import Any
 import orjson
 import redis
 
-from service.remoting import broker_handlers, codec, codes
+from service.remoting import bodies, codec, codes
 from service.remoting.codec import Command
 from tests.builders import registration
 from tests.remoting.client import request
 
 
 def compress_register_body(doc: dict[str, Any], version: int) -> bytes:
-    """RegisterBrokerBody.encode(true) (the layout service.remoting.broker_handlers reads)."""
+    """RegisterBrokerBody.encode(true) (the layout service.remoting.bodies reads)."""
     wrapper = doc["topicConfigSerializeWrapper"]
 
     def part(b: bytes) -> bytes:
@@ -50,7 +50,7 @@ def register(reg: dict[str, Any] | None = None, *, compressed: bool = False, crc
         "brokerName": reg["brokerName"], "brokerAddr": reg["brokerAddr"], "clusterName": reg["clusterName"],
         "haServerAddr": reg.get("haServerAddr") or "", "brokerId": str(reg["brokerId"]),
         "compressed": "true" if compressed else "false",
-        "bodyCrc32": str(broker_handlers.crc32(body) if crc else 0),
+        "bodyCrc32": str(bodies.crc32(body) if crc else 0),
     }
     if acting is not None:
         ext["enableActingMaster"] = "true" if acting else "false"

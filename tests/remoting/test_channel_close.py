@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from service.remoting import codes
 from tests.builders import identity as http_identity
@@ -13,6 +12,7 @@ from tests.calls import route
 from tests.remoting import frames
 from tests.remoting.client import RemotingClient, request
 from tests.tables import violations
+from tests.waits import until
 
 
 async def cluster_of(worker) -> dict:
@@ -20,12 +20,10 @@ async def cluster_of(worker) -> dict:
 
 
 async def gone_within(worker, topic: str, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if await route(worker.http, topic) is None:
-            return True
-        await asyncio.sleep(0.05)
-    return False
+    async def gone() -> bool:
+        return await route(worker.http, topic) is None
+
+    return await until(gone, seconds, f"{topic}'s route gone")
 
 
 # the close removes the broker at once; without it the broker would stay for its 120 s timeout

@@ -24,6 +24,7 @@ from tests.remoting.client import RemotingClient, request
 from tests.remoting.conftest import Worker
 from tests.redis_server import free_port
 from tests.tables import violations
+from tests.waits import until
 
 SHARED = [f"Shared{i}" for i in range(10)]  # served by the storm's groups and a live one
 
@@ -48,23 +49,14 @@ async def groups_left(worker: Worker) -> set[str]:
     return set((await (await worker.http.get("/v1/cluster")).json())["brokerAddrTable"])
 
 
-async def until(check, limit_s: float) -> bool:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if await check():
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
 @pytest.mark.slow
 async def test_a_close_storm_of_three_hundred_brokers_removes_every_one_through_the_closes(
         worker: Worker, r: redis.Redis) -> None:
     clients = await storm_fleet(worker, 150)
     await asyncio.gather(*(c.close() for c in clients))
-    assert await until(lambda: _empty(worker), 60)
+    await until(lambda: _empty(worker), 60, "every group removed")
     removals = worker.app[NODE].removals
-    assert await until(lambda: _settled(removals), 10)  # the last script's answer read
+    await until(lambda: _settled(removals), 10, "the removal queue settled")  # the last script's answer read
     assert removals.removed["connection closed"] == 300
     assert violations(r) == []
 
@@ -87,7 +79,7 @@ async def test_live_route_reads_keep_answering_during_a_close_storm(worker: Work
 
     reading = asyncio.create_task(read())
     await asyncio.gather(*(c.close() for c in clients))
-    assert await until(lambda: _only_live(worker), 60)
+    await until(lambda: _only_live(worker), 60, "only the live group left")
     stop.set()
     await reading
     await reader.close()
@@ -106,12 +98,12 @@ async def test_a_close_while_redis_is_frozen_is_removed_when_redis_returns(make_
     try:
         await client.close()
         removals = worker.app[NODE].removals
-        assert await until(lambda: _failed(removals), 10), "the removal never met the frozen Redis"
+        await until(lambda: _failed(removals), 10, "the removal meeting the frozen Redis")
         assert removals.queued == 1  # kept, not dropped
     finally:
         own_redis.proc.send_signal(signal.SIGCONT)
-    assert await until(lambda: _gone(worker, "T1"), 10)
-    assert await until(lambda: _settled(removals), 10)  # settled by a retry, not dropped
+    await until(lambda: _gone(worker, "T1"), 10, "T1's route gone")
+    await until(lambda: _settled(removals), 10, "the removal queue settled")  # settled by a retry, not dropped
 
 
 async def _settled(removals) -> bool:
@@ -143,7 +135,7 @@ async def test_an_unregistration_redis_refused_is_done_once_redis_takes_writes_a
         admin.replicaof("NO", "ONE")
         admin.close()
     # the connection stays open: the queued unregistration, not a close, removes it
-    assert await until(lambda: _gone(worker, "T1"), 10)
+    await until(lambda: _gone(worker, "T1"), 10, "T1's route gone")
     assert worker.app[NODE].removals.removed["unregistered"] == 1
     await client.close()
 

@@ -8,7 +8,7 @@ import zlib
 import orjson
 import pytest
 
-from service.remoting import broker_handlers, codec
+from service.remoting import bodies, codec
 from service.remoting.codec import Command, FrameError
 from tests.remoting.frames import compress_register_body
 
@@ -117,7 +117,7 @@ REG = {
 @pytest.mark.parametrize("version", [400, 479])
 def test_compressed_register_body(version: int) -> None:
     raw = compress_register_body(REG, version)
-    doc = broker_handlers.register_broker_body(raw, True, version)
+    doc = bodies.register_broker_body(raw, True, version)
     assert doc["filterServerList"] == ["10.0.0.9:7000"]
     wrapper = doc["topicConfigSerializeWrapper"]
     assert wrapper["dataVersion"] == REG["topicConfigSerializeWrapper"]["dataVersion"]
@@ -127,24 +127,24 @@ def test_compressed_register_body(version: int) -> None:
 
 
 def test_compressed_register_body_errors() -> None:
-    with pytest.raises(broker_handlers.BodyError):
-        broker_handlers.register_broker_body(b"not zlib", True, 479)
-    with pytest.raises(broker_handlers.BodyError):  # the 5.x mapping section missing
-        broker_handlers.register_broker_body(compress_register_body(REG, 400), True, 479)
-    with pytest.raises(broker_handlers.BodyError):
-        broker_handlers.register_broker_body(zlib.compress(struct.pack(">i", 50) + b"{}"), True, 479)
+    with pytest.raises(bodies.BodyError):
+        bodies.register_broker_body(b"not zlib", True, 479)
+    with pytest.raises(bodies.BodyError):  # the 5.x mapping section missing
+        bodies.register_broker_body(compress_register_body(REG, 400), True, 479)
+    with pytest.raises(bodies.BodyError):
+        bodies.register_broker_body(zlib.compress(struct.pack(">i", 50) + b"{}"), True, 479)
 
 
 def test_plain_register_body_accepts_the_dialect() -> None:
     body = b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":1},' \
            b'"topicConfigTable":{},"topicQueueMappingInfoMap":{"A":{"currIdMap":{0:0}}}}}'
-    assert broker_handlers.register_broker_body(body, False, 479)["filterServerList"] == []
+    assert bodies.register_broker_body(body, False, 479)["filterServerList"] == []
 
 
 def test_crc32_is_javas() -> None:
     data = b"some body"
-    assert broker_handlers.crc32(data) == zlib.crc32(data) & 0x7FFFFFFF
-    assert broker_handlers.crc32(b"") == 0
+    assert bodies.crc32(data) == zlib.crc32(data) & 0x7FFFFFFF
+    assert bodies.crc32(b"") == 0
 
 
 @pytest.mark.parametrize("serialize", [codec.JSON, codec.ROCKETMQ])
@@ -159,9 +159,9 @@ def test_a_success_frame_from_the_template_is_the_encoded_answer(serialize: int,
 
 def test_a_compressed_body_is_inflated_no_further_than_the_frame_limit() -> None:
     part = struct.pack(">i", 8) + b'{"a":1} '
-    huge = struct.pack(">i", broker_handlers.MAX_INFLATED) + b" " * broker_handlers.MAX_INFLATED
-    with pytest.raises(broker_handlers.BodyError, match="bad part length|inflates past"):
-        broker_handlers.register_broker_body(zlib.compress(part + struct.pack(">i", 1) + huge), True, 479)
+    huge = struct.pack(">i", bodies.MAX_INFLATED) + b" " * bodies.MAX_INFLATED
+    with pytest.raises(bodies.BodyError, match="bad part length|inflates past"):
+        bodies.register_broker_body(zlib.compress(part + struct.pack(">i", 1) + huge), True, 479)
 
 
 def test_a_topic_count_over_the_limit_is_refused_before_the_topics_are_read() -> None:
@@ -169,8 +169,8 @@ def test_a_topic_count_over_the_limit_is_refused_before_the_topics_are_read() ->
                                            "topicConfigTable": {f"T{i}": REG["topicConfigSerializeWrapper"]
                                                                 ["topicConfigTable"]["A"] for i in range(11)}}}
     for body, compressed in ((compress_register_body(doc, 479), True), (orjson.dumps(doc), False)):
-        with pytest.raises(broker_handlers.BodyError, match="11 topics; at most 10 topics per registration"):
-            broker_handlers.register_broker_body(body, compressed, 479, max_topics=10)
+        with pytest.raises(bodies.BodyError, match="11 topics; at most 10 topics per registration"):
+            bodies.register_broker_body(body, compressed, 479, max_topics=10)
 
 
 @pytest.mark.parametrize("field,value", [("code", "--5"), ("code", "\u00b2"), ("opaque", "9" * 30),
@@ -204,7 +204,7 @@ def compressed_lines(lines: list[bytes], version: int = 400) -> bytes:
 
 
 def compressed_table(lines: list[bytes]) -> dict:
-    return broker_handlers.register_broker_body(compressed_lines(lines), True, 400)["topicConfigSerializeWrapper"]["topicConfigTable"]
+    return bodies.register_broker_body(compressed_lines(lines), True, 400)["topicConfigSerializeWrapper"]["topicConfigTable"]
 
 
 @pytest.mark.parametrize("odd", [b"Odd +8 08 6 SINGLE_TAG", b"Odd\xff 8 8 6 SINGLE_TAG", b"Odd 8 8 6 ",
@@ -212,11 +212,11 @@ def compressed_table(lines: list[bytes]) -> dict:
                          ids=["signed and zero-led numbers", "not UTF-8", "empty filter type", "ten digits"])
 def test_compressed_topic_lines_are_read_as_one_line_at_a_time_reads_them(odd: bytes) -> None:
     lines = [b"A 4 8 6 SINGLE_TAG", odd, b"B 1 1 4 SINGLE_TAG {\"k\":\"v w\"}"]
-    assert compressed_table(lines) == {c["topicName"]: c for c in map(broker_handlers._topic_config_line, lines)}
+    assert compressed_table(lines) == {c["topicName"]: c for c in map(bodies._topic_config_line, lines)}
 
 
 def test_a_line_break_in_a_compressed_topic_line_does_not_make_it_two() -> None:
-    with pytest.raises(broker_handlers.BodyError, match="bad TopicConfig line"):
+    with pytest.raises(bodies.BodyError, match="bad TopicConfig line"):
         compressed_table([b"A 4 4 6 SINGLE_TAG\nB 4 4 6 SINGLE_TAG", b"bad"])
 
 
@@ -227,11 +227,11 @@ def test_a_later_compressed_line_of_the_same_topic_wins() -> None:
 
 @pytest.mark.parametrize("line", [b"A 4 4", b"A x 4 6 SINGLE_TAG"])
 def test_a_bad_compressed_topic_line_is_refused(line: bytes) -> None:
-    with pytest.raises(broker_handlers.BodyError, match="bad TopicConfig line"):
+    with pytest.raises(bodies.BodyError, match="bad TopicConfig line"):
         compressed_table([b"B 4 4 6 SINGLE_TAG", line])
 
 
 def test_a_compressed_body_cut_in_its_topic_lines_ends_early() -> None:
     whole = zlib.decompress(compressed_lines([b"A 4 4 6 SINGLE_TAG", b"B 4 4 6 SINGLE_TAG"]))
-    with pytest.raises(broker_handlers.BodyError, match="ends early"):
-        broker_handlers.register_broker_body(zlib.compress(whole[:-12]), True, 400)
+    with pytest.raises(bodies.BodyError, match="ends early"):
+        bodies.register_broker_body(zlib.compress(whole[:-12]), True, 400)

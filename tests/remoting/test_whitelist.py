@@ -5,10 +5,8 @@ client binds its socket to its own loopback address, 127.0.0.x standing for a ho
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from tests.remoting.conftest import Worker
 from tests.remoting.frames import identity, register, route
 from tests.remoting.test_acl import ADMIN_KEY, ADMIN_REQUESTS, BROKER_KEY, KEYS, REFUSED
 from tests.tables import snapshot
+from tests.waits import until
 
 INSIDE, OUTSIDE = "127.0.0.2", "127.0.0.3"
 NO_KEY = REFUSED + "No accessKey is configured"
@@ -246,9 +245,7 @@ async def test_a_refusing_address_gets_one_line_per_window_then_the_count_of_the
         assert (await outside.call(register(registration()))).code == codes.SYSTEM_ERROR
     assert (await other.call(register(registration()))).code == codes.SYSTEM_ERROR
     assert len(refusal_lines(caplog)) == 2  # one per address so far
-    deadline = time.monotonic() + 10
-    while len(refusal_lines(caplog)) < 3 and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    await until(lambda: len(refusal_lines(caplog)) >= 3, 10, "the summary line")
     first, second, summary = refusal_lines(caplog)
     assert first.startswith(f"refused RocketMQ REGISTER_BROKER from {OUTSIDE},")
     assert second.startswith("refused RocketMQ REGISTER_BROKER from 127.0.0.4,")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -48,11 +47,7 @@ async def text(page: Any, selector: str) -> str:
 async def until(page: Any, predicate: str, arg: Any = None) -> None:
     """Polls a JS predicate. (page.wait_for_function compiles its predicate with eval, which
     the page's Content-Security-Policy rightly forbids; page.evaluate is exempt.)"""
-    deadline = time.monotonic() + WAIT_MS / 1000
-    while not await page.evaluate(predicate, arg):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate} ({arg!r})")
-        await asyncio.sleep(0.05)
+    await waits.until(lambda: page.evaluate(predicate, arg), WAIT_MS / 1000, f"{predicate} ({arg!r})", poll_s=0.05)
 
 
 async def wait_text(page: Any, selector: str, expected: str) -> None:

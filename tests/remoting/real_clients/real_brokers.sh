@@ -2,7 +2,7 @@
 # real_brokers.sh: the registry (with its own redis-server), a Java 5.3.3 NameServer and real
 # 5.3.3 brokers side by side, inside a network namespace of their own, on loopback only.
 # Not a test and not run in CI: docs/compatibility.md records what was run with it. Run as root
-# (ip netns), from anywhere; a 5.3.3 build (bin/ lib/ conf/, e.g. ../shared/tools/build_rocketmq_5.sh) in $RMQ.
+# (ip netns), from anywhere; RocketMQ 5.3.3's binary distribution (bin/ lib/ conf/), unpacked, in $RMQ.
 #
 #   real_brokers.sh base              redis-server :6392, the registry :9876 (HTTP :8080), Java NameServer :9877
 #   real_brokers.sh broker NAME PORT ZONE [key=value ...]
@@ -19,7 +19,7 @@
 #   real_brokers.sh in CMD...         any command in the namespace (rmq-registry compare ...)
 #   real_brokers.sh stop NAME         kill -9 one process (redis, registry, namesrv, controller, a broker)
 #   real_brokers.sh down              kill -9 every process started here, remove the namespace
-# Settings: NS (namespace, rbk), RUN (state, logs and stores: /tmp/real_brokers), RMQ (5.3.3 build,
+# Settings: NS (namespace, rbk), RUN (state, logs and stores: /tmp/real_brokers), RMQ (5.3.3 distribution,
 # /work/java/rmq5), PY (python with this repository's dependencies, .venv/bin/python).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -4,12 +4,11 @@ default mode, permissive, as against Java's NameServer; and TLS against enforcin
 real RocketMQ 4.9.8 broker started with -Dtls.enable=true registers over TLS.
 
 The client is java/RouteRead.java, run from source by Java 11+ against the jars of a
-RocketMQ 4.9.8 build laid out as DIR/lib/*.jar (its remoting and common modules hold the
-client's NettyRemotingClient and route classes): RMQ_BENCH_JAVA_NAMESRV_HOME, the build
-bench/build_java_namesrv.py makes (bench/README.md), or RMQ_JAVA_ROCKETMQ_HOME. The
-broker needs RMQ_JAVA_ROCKETMQ_HOME: a whole RocketMQ 4.9.8 (Apache's binary
-distribution, or a build of every module laid out like it: DIR/lib/*.jar with the
-broker's, DIR/conf/). Each test is skipped without what it needs; CI has neither."""
+RocketMQ 4.9.8 laid out as DIR/lib/*.jar (its remoting and common modules hold the
+client's NettyRemotingClient and route classes): RMQ_BENCH_JAVA_NAMESRV_HOME or
+RMQ_JAVA_ROCKETMQ_HOME. The broker needs RMQ_JAVA_ROCKETMQ_HOME: a whole RocketMQ 4.9.8
+(DIR/lib/*.jar with the broker's, DIR/conf/). Both are Apache's binary distribution,
+unpacked. Each test is skipped without what it needs; CI has neither."""
 
 from __future__ import annotations
 
@@ -42,16 +41,16 @@ BROKER_JVM = ["-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=512m",
               "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"]
 
 
-def rocketmq_home(*envs: str, jar: str = "rocketmq-remoting-*.jar",
-                  how: str = "python bench/build_java_namesrv.py makes one of the NameServer") -> Path:
-    """The first of `envs` naming a RocketMQ Java build with `jar` in its lib/; else skip."""
+def rocketmq_home(*envs: str, jar: str = "rocketmq-remoting-*.jar") -> Path:
+    """The first of `envs` naming a RocketMQ Java distribution with `jar` in its lib/; else skip."""
     if shutil.which("java") is None:
         pytest.skip("java is not installed")
     for env in envs:
         home = os.environ.get(env)
         if home and list(Path(home, "lib").glob(jar)):
             return Path(home)
-    pytest.skip(f"no RocketMQ Java build with lib/{jar}: set {' or '.join(envs)} ({how})")
+    pytest.skip(f"no RocketMQ Java distribution with lib/{jar}: set {' or '.join(envs)} (unpack rocketmq-all-4.9.8-bin-release.zip "
+                "from https://rocketmq.apache.org/download)")
 
 
 def rocketmq_jars() -> str:
@@ -106,8 +105,7 @@ async def test_a_plain_java_client_is_refused_in_enforcing_mode(make_worker: Any
 
 
 async def test_a_broker_with_tls_enabled_registers_over_tls_in_permissive_mode(worker: Worker, tmp_path: Path) -> None:
-    home = rocketmq_home(ROCKETMQ_HOME_ENV, jar="rocketmq-broker-*.jar",
-                         how="Apache's RocketMQ 4.9.8 binary distribution, or a build of every module laid out like it")
+    home = rocketmq_home(ROCKETMQ_HOME_ENV, jar="rocketmq-broker-*.jar")
     store = tmp_path / "store"
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerClusterName=TlsCluster\nbrokerName=broker-tls\nbrokerId=0\n"
