@@ -23,4 +23,4 @@ async def test_a_closed_connection_is_recorded_as_connection_closed(worker) -> N
     listed = await until(departures, GONE_WITHIN_S, "a departure recorded")
     assert [{k: v for k, v in d.items() if k != "at"} for d in listed] == [
         {"brokerAddr": "10.0.0.7:10911", "brokerName": "broker-z", "cluster": "C9", "brokerId": 2,
-         "cause": "connection closed"}]
+         "cause": "connection closed", "backAt": None}]
