@@ -43,6 +43,12 @@ local function fp_values(fp)
   return parts
 end
 
+-- A QueueData row from its values {r, w, p, f}, with the fields given after them.
+local function put_row(topic, name, v, ...)
+  redis.call('HSET', K.queue(topic, name), 'topic', topic, 'brokerName', name,
+    'readQueueNums', v[1], 'writeQueueNums', v[2], 'perm', v[3], 'topicSysFlag', v[4], ...)
+end
+
 -- Writes QueueDatas of one group: `flat` is [topic, fingerprint, ...] as a registration sends
 -- them, `known` the group's fingerprints before. Per pair its row and, when new, the topic's
 -- broker set (bench/script_profile.py measures them); the rest a few variadic calls a slice.
@@ -57,21 +63,26 @@ local function put_queues(change, name, flat, known, staged)
     redis.call('HDEL', K.broker(name), 'topicsGen', 'queuesIntact')
   end
   local few = #flat <= 2 * PER_TOPIC_TAGS
-  local new_topics, n_new = {}, 0
+  local new_topics, n_new, seq = {}, 0, nil
   for i = 1, #flat, 2 do
     local topic, v = flat[i], fp_values(flat[i + 1])
-    redis.call('HSET', K.queue(topic, name), 'topic', topic, 'brokerName', name,
-      'readQueueNums', v[1], 'writeQueueNums', v[2], 'perm', v[3], 'topicSysFlag', v[4])
     if staged or not known[topic] then
+      -- a new row's seq: routes list a topic's groups in the order they came (Java's
+      -- HashMap within a bucket; lua/route.lua); a rewritten row keeps its place, as there
+      seq = seq or redis.call('INCR', K.queue_seq())
+      put_row(topic, name, v, 'seq', seq)
       redis.call('SADD', K.topic(topic), name)
       n_new = n_new + 1
       new_topics[n_new] = topic
       -- a route read before the pair existed does not name this group: tag the topic
       if not staged then touch_topic(change, topic) end
-    elseif few then
-      touch_topic(change, topic)
     else
-      touch_group(change, name)
+      put_row(topic, name, v)
+      if few then
+        touch_topic(change, topic)
+      else
+        touch_group(change, name)
+      end
     end
   end
   -- topics new to the tables alone go into the set and the index (staged ones are listed

@@ -53,8 +53,10 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # separated) of the bodies the address may be found by, their keys in body-digests (a
     # split registration's parts: several)
     "member": ("brokerAddr", "cluster", "brokerName", "brokerId", "bodyDigest"),
-    # QueueData of one (topic, broker name)
-    "queue": ("topic", "brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"),
+    # QueueData of one (topic, broker name); seq: the queue-seq value of the call that
+    # created it (a route lists a topic's groups in the order they came, as Java's HashMap
+    # does within a bucket; rows an older release created have none)
+    "queue": ("topic", "brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "seq"),
 }
 
 # The bytes a name keeps as they are; every other byte (``~`` included, which makes the
@@ -205,6 +207,12 @@ class Keys:
         """STRING counter: each staging of a group's QueueData gets the next value (broker
         row's topicsGen), so a staging is never mistaken for a later one."""
         return f"{self.tag}:topics-gen"
+
+    @property
+    def queue_seq(self) -> str:
+        """STRING counter: each call that creates QueueData rows gets the next value (their
+        ``seq``), the order a topic's groups came in."""
+        return f"{self.tag}:queue-seq"
 
     # -- KVConfig
     @property
