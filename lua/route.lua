@@ -16,27 +16,22 @@ local support_acting = ARGV[3] == '1' and string.sub(topic, 1, 27) ~= 'rmq_sys_S
 local str = cjson.encode  -- a Lua string as a JSON string
 
 local names = redis.call('SMEMBERS', K.topic(topic))
--- the QueueData readers see, as put: by seq (rows an older release created have none: 0),
--- then by name
-local rows, named = {}, {}
+-- the QueueData readers see; each put when its seq says (rows an older release created
+-- have none: 0, then by name)
+local rows, named, seqs = {}, {}, {}
 for _, name in ipairs(names) do
   local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag', 'seq')
   local group = q[1] and visible_group(name, 'cluster', 'enableActingMaster', 'zoneName')
   if group then
     named[#named + 1] = name
-    rows[name] = {q, group, tonumber(q[5]) or 0}
+    rows[name], seqs[name] = {q, group}, tonumber(q[5]) or 0
   end
 end
-table.sort(named, function(a, b)
-  local sa, sb = rows[a][3], rows[b][3]
-  if sa ~= sb then
-    return sa < sb
-  end
-  return a < b
-end)
 -- Java's order (docs/design.md, "Route order"): queueDatas as the topic's HashMap iterates,
--- brokerDatas as the HashSet copied from its keys does
-named = java_order(named, grown_capacity(#named))
+-- brokerDatas as the HashSet copied from its keys does (the same order unless its table is
+-- larger: 12, 24, 48... groups)
+local in_map, in_set = grown_capacity(#named), copied_capacity(#named)
+named = java_order(named, in_map, seqs)
 local queues, brokers, filters = {}, {}, {}
 for i, name in ipairs(named) do
   local q = rows[name][1]
@@ -44,7 +39,7 @@ for i, name in ipairs(named) do
   queues[i] = '{"brokerName":' .. str(name) .. ',"readQueueNums":' .. q[1] .. ',"writeQueueNums":'
     .. q[2] .. ',"perm":' .. q[3] .. ',"topicSysFlag":' .. q[4] .. '}'
 end
-for _, name in ipairs(java_order(named, copied_capacity(#named))) do
+for _, name in ipairs(in_set == in_map and named or java_order(named, in_set)) do
   local q, group = rows[name][1], rows[name][2]
   if group[1] then
     local ids = sorted_pairs(redis.call('HGETALL', K.addrs(name)), true)  -- {id, addr, number}
