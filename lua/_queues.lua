@@ -65,7 +65,7 @@ local function put_queues(change, name, flat, known, staged)
       -- HashMap within a bucket; lua/route.lua); a rewritten row keeps its place, as there.
       -- Both HSETs written out: a shared function called per pair cost 1.5 % more
       -- instructions (bench/script_profile.py --callgrind, fleet shape)
-      seq = seq or tostring(redis.call('INCR', K.queue_seq()))  -- a string once, not per call
+      seq = seq or int(redis.call('INCR', K.queue_seq()))  -- a string once, not per pair
       redis.call('HSET', K.queue(topic, name), 'topic', topic, 'brokerName', name,
         'readQueueNums', v[1], 'writeQueueNums', v[2], 'perm', v[3], 'topicSysFlag', v[4], 'seq', seq)
       redis.call('SADD', K.topic(topic), name)

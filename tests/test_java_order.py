@@ -41,6 +41,10 @@ return cjson.encode(out)
 """
 
 
+def bin16(name: str) -> int:
+    return javaorder.bucket(javaorder.java_hash(name), 16)
+
+
 def _names(rng: random.Random) -> list[str]:
     """A name set as brokers put it: distinct, in a random order."""
     size = rng.choice([1, 2, 3, 5, 8, 11, 12, 13, 14, 20, 24, 25, 30, 40, 48, 49, 60])
@@ -49,11 +53,12 @@ def _names(rng: random.Random) -> list[str]:
         names = [f"{rng.choice('xy')}-broker-{i}" for i in range(size)]
     elif style == 1:  # RocketMQ's own spelling
         names = [f"broker-{chr(97 + i % 26)}{i // 26 or ''}" for i in range(size)]
-    elif style == 2:  # "Aa" and "BB" share a hash: up to 7 names in one bin, where insertion order
-        # shows (8 make Java grow the table to 64 bins and then keep the bin as a tree,
+    elif style == 2:  # "Aa" and "BB" share a hash: up to 8 names in one bin, where insertion order
+        # shows (a 9th makes Java grow the table up to 64 bins, then keep the bin as a tree,
         # which the registry does not model: docs/design.md, "Route order")
-        shared = ["".join(rng.choice(("Aa", "BB")) for _ in range(6)) for _ in range(rng.randint(2, 7))]
-        names = shared + [f"broker-{i}" for i in range(size)]
+        shared = ["".join(rng.choice(("Aa", "BB")) for _ in range(6)) for _ in range(rng.randint(2, 8))]
+        # none of the others in their bin at 16 bins, so none at any size: 8 at most there
+        names = shared + [n for n in (f"broker-{i}" for i in range(size)) if bin16(n) != bin16(shared[0])]
     else:  # any name RocketMQ takes: non-ASCII, astral (a surrogate pair in UTF-16)
         alphabet = "abcXYZ019_-%|.éß中文😀"
         names = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 20))) for _ in range(size)]
@@ -130,3 +135,16 @@ def test_a_set_copied_from_twelve_names_iterates_otherwise_than_their_map(java: 
     in_map, in_set = java([("map", names), ("set", names)])
     assert in_map != in_set
     assert _python("set", names) == in_set
+
+
+@pytest.mark.parametrize("initial, sizes", [(32, (40, 47, 48, 49, 60, 95, 96, 97)), (128, (180, 191, 192, 193))])
+def test_a_concurrent_hash_maps_table_grows_as_javas(java: Any, initial: int, sizes: tuple[int, ...]) -> None:
+    """A ConcurrentHashMap doubles when a put makes its count 0.75 of its bins; the order
+    within a bin then is no longer that of insertion, but its bins come in order at the
+    size computed (at another size they would not)."""
+    rng = random.Random(initial)
+    cases = [(f"chm{initial}", [f"broker-{rng.randrange(10**6)}-{i}" for i in range(n)]) for n in sizes]
+    for (_, names), shown in zip(cases, java(cases)):
+        capacity = javaorder.concurrent_capacity(initial, len(names))
+        bins = [javaorder.bucket(javaorder.java_hash(n), capacity) for n in shown]
+        assert sorted(shown) == sorted(names) and bins == sorted(bins), (len(names), capacity)
