@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import redis
 from aiohttp.test_utils import TestClient
 
 from service.javaorder import concurrent_capacity, copied_capacity, grown_capacity, java_order
+from service.keys import Keys
 from tests.builders import identity, registration, topic_config
 from tests.calls import register, route
+
+K = Keys()
 
 
 async def test_route_of_unknown_topic_is_topic_not_exist(client: TestClient) -> None:
@@ -35,6 +39,15 @@ async def test_route_lists_groups_of_one_bin_as_they_came(client: TestClient) ->
     answer = await route(client, "T1")
     assert [q["brokerName"] for q in answer["queueDatas"]] == ["broker-BB", "broker-Aa"]
     assert [b["brokerName"] for b in answer["brokerDatas"]] == ["broker-BB", "broker-Aa"]
+
+
+async def test_a_queue_data_an_older_release_wrote_comes_first_in_its_bin(client: TestClient, r: redis.Redis) -> None:
+    # rows written before the seq field existed have none: they are the older ones
+    for addr, name in (("10.0.0.1:10911", "broker-BB"), ("10.0.0.2:10911", "broker-Aa")):
+        await register(client, registration(addr=addr, name=name, topics=["T1", "T2"]))
+    r.hdel(K.queue("T1", "broker-Aa"), "seq")
+    assert [q["brokerName"] for q in (await route(client, "T1"))["queueDatas"]] == ["broker-Aa", "broker-BB"]
+    assert [q["brokerName"] for q in (await route(client, "T2"))["queueDatas"]] == ["broker-BB", "broker-Aa"]
 
 
 async def test_a_group_changing_its_queue_data_keeps_its_place(client: TestClient) -> None:
