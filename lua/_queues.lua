@@ -96,6 +96,19 @@ local function put_queues(change, name, flat, known, staged)
   variadic('HSET', K.broker_topics(name), flat)
 end
 
+-- A topic's group count fell to `left`: Java's HashMap of its QueueData keeps the table it
+-- grew to (route order: lua/route.lua). Kept once the count falls below 0.75 of that
+-- table (13 -> 12 groups: 32 bins, 25 -> 24: 64...), the largest; gone with the topic.
+local function keep_capacity(topic, left)
+  local cap = 16
+  while cap * 0.75 < left do
+    cap = cap * 2
+  end
+  if cap * 0.75 == left and 2 * cap > (tonumber(redis.call('HGET', K.topic_capacity(), topic)) or 0) then
+    redis.call('HSET', K.topic_capacity(), topic, 2 * cap)
+  end
+end
+
 -- Removes QueueDatas of one group, and each topic no broker serves any more. The group's
 -- next unchanged registration must then take the full path and bring them back.
 local function drop_queues(change, name, topics)
@@ -114,14 +127,18 @@ local function drop_queues(change, name, topics)
   local rows, orphans = {}, {}
   for i, topic in ipairs(topics) do
     rows[i] = K.queue(topic, name)
-    -- an emptied set is deleted by Redis, so SREM then EXISTS tells whether it was the last
-    redis.call('SREM', K.topic(topic), name)
-    if redis.call('EXISTS', K.topic(topic)) == 0 then
+    -- an emptied set is deleted by Redis, so SREM then SCARD tells whether it was the last
+    local gone = redis.call('SREM', K.topic(topic), name)
+    local left = redis.call('SCARD', K.topic(topic))
+    if left == 0 then
       orphans[#orphans + 1] = topic
+    elseif gone == 1 then
+      keep_capacity(topic, left)
     end
   end
   each_slice(rows, function(...) redis.call('DEL', ...) end)
   variadic('HDEL', K.broker_topics(name), topics)
+  variadic('HDEL', K.topic_capacity(), orphans)
   variadic('SREM', K.topics(), orphans)
   variadic('ZREM', K.topic_index(), orphans)
   unstage_topics(orphans)

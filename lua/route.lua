@@ -1,7 +1,7 @@
 -- Read a topic's route in one step (no reader sees a queue whose broker was just removed)
 -- and encode it here: a miss costs the worker no decoding or encoding, only the bytes it sends and caches.
 -- uses: keys, basics, javaorder, staging
--- keys: version, broker, addrs, topic, queue, filter, mapping, kv
+-- keys: version, broker, addrs, topic, queue, topic_capacity, filter, mapping, kv
 -- ARGV[1] topic
 -- ARGV[2] '1' to attach orderTopicConf from the KV namespace ORDER_TOPIC_CONFIG
 -- ARGV[3] '1' for supportActingMaster: a group with enableActingMaster, no master and unwritable
@@ -30,7 +30,8 @@ end
 -- Java's order (docs/design.md, "Route order"): queueDatas as the topic's HashMap iterates,
 -- brokerDatas as the HashSet copied from its keys does (the same order unless its table is
 -- larger: 12, 24, 48... groups)
-local in_map, in_set = grown_capacity(#named), copied_capacity(#named)
+local grown = tonumber(redis.call('HGET', K.topic_capacity(), topic)) or 0  -- the table it once grew to
+local in_map, in_set = math.max(grown_capacity(#named), grown), copied_capacity(#named)
 named = java_order(named, in_map, seqs)
 local queues, brokers, filters = {}, {}, {}
 for i, name in ipairs(named) do

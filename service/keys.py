@@ -214,6 +214,12 @@ class Keys:
         ``seq``), the order a topic's groups came in."""
         return f"{self.tag}:queue-seq"
 
+    @property
+    def topic_capacity(self) -> str:
+        """HASH topic -> the table size Java's HashMap of its QueueData grew to, for a topic
+        whose group count fell below 0.75 of it (route order; none while it never did)."""
+        return f"{self.tag}:topic-capacity"
+
     # -- KVConfig
     @property
     def kv_namespaces(self) -> str:

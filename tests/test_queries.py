@@ -32,6 +32,32 @@ async def test_route_lists_groups_in_javas_hash_order(client: TestClient) -> Non
     assert answer["orderTopicConf"] is None and answer["filterServerTable"] == {}
 
 
+THIRTEEN = [registration(addr=f"10.0.1.{i + 1}:10911", name=f"broker-{i}", topics=["T1"]) for i in range(13)]
+TWELVE = [reg["brokerName"] for reg in THIRTEEN[:12]]
+
+
+async def test_a_topic_that_held_more_groups_keeps_the_table_it_grew_to(client: TestClient) -> None:
+    # Java's HashMap never shrinks: 13 groups grew it to 32 bins, and 12 stay in those
+    for reg in THIRTEEN:
+        await register(client, reg)
+    assert (await client.post("/v1/brokers/unregister", json=identity(THIRTEEN[-1]))).status == 200
+    answer = await route(client, "T1")
+    assert [q["brokerName"] for q in answer["queueDatas"]] == java_order(TWELVE, 32) != java_order(TWELVE, 16)
+    assert [b["brokerName"] for b in answer["brokerDatas"]] == java_order(TWELVE, 32)  # HashSet(12 names): 32 too
+
+
+async def test_a_topic_gone_and_back_starts_again_at_sixteen_bins(client: TestClient) -> None:
+    for reg in THIRTEEN:
+        await register(client, reg)
+    for reg in THIRTEEN:
+        assert (await client.post("/v1/brokers/unregister", json=identity(reg))).status == 200
+    for reg in THIRTEEN[:12]:
+        await register(client, reg)
+    answer = await route(client, "T1")
+    assert [q["brokerName"] for q in answer["queueDatas"]] == java_order(TWELVE, 16)
+    assert [b["brokerName"] for b in answer["brokerDatas"]] == java_order(java_order(TWELVE, 16), 32)
+
+
 async def test_route_lists_groups_of_one_bin_as_they_came(client: TestClient) -> None:
     # "Aa" and "BB" share String.hashCode, so these two names fall in one bin
     for addr, name in (("10.0.0.1:10911", "broker-BB"), ("10.0.0.2:10911", "broker-Aa")):
