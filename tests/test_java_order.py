@@ -10,7 +10,7 @@ import random
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import fakeredis
 import pytest
@@ -88,11 +88,11 @@ def _python(kind: str, names: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def java() -> Iterator[Any]:
+def java(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Answers of the JVM for a list of cases."""
     if shutil.which("javac") is None or shutil.which("java") is None:
         pytest.skip("javac not installed: Java's own order is not checked")
-    out_dir = Path(__import__("tempfile").mkdtemp(prefix="javaorder-"))
+    out_dir = tmp_path_factory.mktemp("javaorder")
     subprocess.run(["javac", "-d", str(out_dir), str(JAVA_SOURCE)], check=True)
 
     def run(cases: list[tuple[str, list[str]]]) -> list[list[str]]:
@@ -102,8 +102,7 @@ def java() -> Iterator[Any]:
         lines = proc.stdout.decode().split("\n")[:-1]
         return [line.split("\t") for line in lines]
 
-    yield run
-    shutil.rmtree(out_dir)
+    return run
 
 
 def _lua(client: Any) -> list[list[str]]:
