@@ -42,6 +42,8 @@ function K.mapped(n) return TAG .. ':mapped:' .. enc(n) end
 function K.body_digests() return TAG .. ':body-digests' end
 function K.masterless() return TAG .. ':masterless' end
 function K.topics_gen() return TAG .. ':topics-gen' end
+function K.queue_seq() return TAG .. ':queue-seq' end
+function K.topic_capacity() return TAG .. ':topic-capacity' end
 function K.kv_namespaces() return TAG .. ':kv-namespaces' end
 function K.kv(ns) return TAG .. ':kv:' .. enc(ns) end
 function K.changes() return TAG .. ':changes' end

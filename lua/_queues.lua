@@ -57,21 +57,30 @@ local function put_queues(change, name, flat, known, staged)
     redis.call('HDEL', K.broker(name), 'topicsGen', 'queuesIntact')
   end
   local few = #flat <= 2 * PER_TOPIC_TAGS
-  local new_topics, n_new = {}, 0
+  local new_topics, n_new, seq = {}, 0, nil
   for i = 1, #flat, 2 do
     local topic, v = flat[i], fp_values(flat[i + 1])
-    redis.call('HSET', K.queue(topic, name), 'topic', topic, 'brokerName', name,
-      'readQueueNums', v[1], 'writeQueueNums', v[2], 'perm', v[3], 'topicSysFlag', v[4])
     if staged or not known[topic] then
+      -- a new row's seq: routes list a topic's groups in the order they came (Java's
+      -- HashMap within a bucket; lua/route.lua); a rewritten row keeps its place, as there.
+      -- Both HSETs written out: a shared function called per pair cost 1.5 % more
+      -- instructions (bench/script_profile.py --callgrind, fleet shape)
+      seq = seq or int(redis.call('INCR', K.queue_seq()))  -- a string once, not per pair
+      redis.call('HSET', K.queue(topic, name), 'topic', topic, 'brokerName', name,
+        'readQueueNums', v[1], 'writeQueueNums', v[2], 'perm', v[3], 'topicSysFlag', v[4], 'seq', seq)
       redis.call('SADD', K.topic(topic), name)
       n_new = n_new + 1
       new_topics[n_new] = topic
       -- a route read before the pair existed does not name this group: tag the topic
       if not staged then touch_topic(change, topic) end
-    elseif few then
-      touch_topic(change, topic)
     else
-      touch_group(change, name)
+      redis.call('HSET', K.queue(topic, name), 'topic', topic, 'brokerName', name,
+        'readQueueNums', v[1], 'writeQueueNums', v[2], 'perm', v[3], 'topicSysFlag', v[4])
+      if few then
+        touch_topic(change, topic)
+      else
+        touch_group(change, name)
+      end
     end
   end
   -- topics new to the tables alone go into the set and the index (staged ones are listed
@@ -85,6 +94,19 @@ local function put_queues(change, name, flat, known, staged)
     unstage_topics(new_topics)  -- served by a group readers see now
   end
   variadic('HSET', K.broker_topics(name), flat)
+end
+
+-- A topic's group count fell to `left`: Java's HashMap of its QueueData keeps the table it
+-- grew to (route order: lua/route.lua). Kept once the count falls below 0.75 of that
+-- table (13 -> 12 groups: 32 bins, 25 -> 24: 64...), the largest; gone with the topic.
+local function keep_capacity(topic, left)
+  local cap = 16
+  while cap * 0.75 < left do
+    cap = cap * 2
+  end
+  if cap * 0.75 == left and 2 * cap > (tonumber(redis.call('HGET', K.topic_capacity(), topic)) or 0) then
+    redis.call('HSET', K.topic_capacity(), topic, 2 * cap)
+  end
 end
 
 -- Removes QueueDatas of one group, and each topic no broker serves any more. The group's
@@ -105,14 +127,18 @@ local function drop_queues(change, name, topics)
   local rows, orphans = {}, {}
   for i, topic in ipairs(topics) do
     rows[i] = K.queue(topic, name)
-    -- an emptied set is deleted by Redis, so SREM then EXISTS tells whether it was the last
-    redis.call('SREM', K.topic(topic), name)
-    if redis.call('EXISTS', K.topic(topic)) == 0 then
+    -- an emptied set is deleted by Redis, so SREM then SCARD tells whether it was the last
+    local gone = redis.call('SREM', K.topic(topic), name)
+    local left = redis.call('SCARD', K.topic(topic))
+    if left == 0 then
       orphans[#orphans + 1] = topic
+    elseif gone == 1 then
+      keep_capacity(topic, left)
     end
   end
   each_slice(rows, function(...) redis.call('DEL', ...) end)
   variadic('HDEL', K.broker_topics(name), topics)
+  variadic('HDEL', K.topic_capacity(), orphans)
   variadic('SREM', K.topics(), orphans)
   variadic('ZREM', K.topic_index(), orphans)
   unstage_topics(orphans)

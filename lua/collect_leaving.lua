@@ -3,8 +3,8 @@
 -- most `budget` pairs a script, so a read waits behind one short script at most. A group
 -- back meanwhile (its registration cleared 'leaving') keeps what it registered.
 -- uses: keys, changes, queues
--- keys: version, leaving, broker, addrs, broker_topics, topics, topic_index, staged_topics, topic, queue, changes,
---       changelog
+-- keys: version, leaving, broker, addrs, broker_topics, topics, topic_index, staged_topics, topic,
+--       topic_capacity, queue, changes, changelog
 -- ARGV[1] budget: the (topic, group) pairs one script may remove
 -- Returns {change, left}: how many groups are still leaving.
 local change = new_change()

@@ -1,8 +1,8 @@
 -- Delete a topic's route, or only its QueueData on one cluster's brokers; with them go
 -- the static topic's queue mappings of those groups.
 -- uses: keys, changes, queues
--- keys: version, cluster, broker, broker_topics, topics, topic_index, staged_topics, topic, queue, mapping,
---       mapped, changes, changelog
+-- keys: version, cluster, broker, broker_topics, topics, topic_index, staged_topics, topic, topic_capacity,
+--       queue, mapping, mapped, changes, changelog
 -- ARGV[1..2] topic, clusterName ('' for every broker)
 -- Returns {change, QueueData removed}
 local change = new_change()

@@ -1,8 +1,8 @@
 -- Register a broker (RocketMQ RouteInfoManager.registerBroker), atomically.
 -- uses: keys, basics, changes, queues, members, groups
 -- keys: version, clusters, cluster, broker, addrs, broker_topics, topics, topic_index, staged_topics, stagings,
---       topic, queue, live, expiry, member, filter, mapping, mapped, body_digests, masterless, kv, changes,
---       changelog, departures, leaving
+--       topic, topic_capacity, queue, queue_seq, live, expiry, member, filter, mapping, mapped, body_digests,
+--       masterless, kv, changes, changelog, departures, leaving
 -- ARGV[1..6] clusterName, brokerAddr, brokerName, brokerId ('0' master), haServerAddr, heartbeatTimeoutMillis
 -- ARGV[7..9] dataVersion (canonical JSON, compared as a string); filter mode: 'keep' (list
 --          absent) or 'set'; '1' to remove this broker's QueueData for topics absent from it

@@ -4,8 +4,8 @@
 -- its new topics, and no change record goes out: a reader sees all of it or none
 -- (docs/design.md, "A group's state").
 -- uses: keys, changes, queues
--- keys: version, broker, broker_topics, topics, topic_index, staged_topics, stagings, topic, queue, topics_gen,
---       changes, changelog
+-- keys: version, broker, broker_topics, topics, topic_index, staged_topics, stagings, topic, topic_capacity,
+--       queue, queue_seq, topics_gen, changes, changelog
 -- ARGV[1] brokerName
 -- ARGV[2] the generation this staging was given by its first slice ('' for the first)
 -- ARGV[3] a slice of the topic configs, as register.lua's ARGV[10]

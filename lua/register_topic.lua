@@ -1,7 +1,7 @@
 -- Register one topic's QueueData for given brokers, atomically (RocketMQ 5.x
 -- RouteInfoManager.registerTopic, request REGISTER_TOPIC_IN_NAMESRV).
 -- uses: keys, changes, staging, queues
--- keys: version, broker, broker_topics, topics, topic_index, staged_topics, topic, queue, changes, changelog
+-- keys: version, broker, broker_topics, topics, topic_index, staged_topics, topic, queue, queue_seq, changes, changelog
 -- ARGV[1..2] topic, n the number of QueueData
 -- ARGV[3 ..] n groups of 5: brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag
 -- Returns {change, 1} when applied, {change, 0} when a broker name has no BrokerData (RocketMQ

@@ -14,8 +14,8 @@
 -- changing anything.
 -- uses: keys, basics, changes, groups
 -- keys: version, clusters, cluster, broker, addrs, broker_topics, topics, topic_index, staged_topics, stagings,
---       topic, queue, live, expiry, member, filter, mapping, mapped, body_digests, masterless, changes,
---       changelog, departures, leaving
+--       topic, topic_capacity, queue, queue_seq, live, expiry, member, filter, mapping, mapped, body_digests,
+--       masterless, changes, changelog, departures, leaving
 -- ARGV[1] budget: the (topic, group) pairs one script may remove or rewrite
 -- ARGV[2..] three values per entry: brokerAddr, channel id ('' for an expiry), cause
 -- Returns {change, statuses, members, notices}: per entry, in order, 'removed', 'not

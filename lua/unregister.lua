@@ -1,8 +1,8 @@
 -- Unregister a broker on its shutdown (RocketMQ RouteInfoManager.unregisterBroker).
 -- uses: keys, basics, changes, members, groups
 -- keys: version, clusters, cluster, broker, addrs, broker_topics, topics, topic_index, staged_topics, stagings,
---       topic, queue, live, expiry, member, filter, mapping, mapped, body_digests, masterless, changes,
---       changelog, departures, leaving
+--       topic, topic_capacity, queue, queue_seq, live, expiry, member, filter, mapping, mapped, body_digests,
+--       masterless, changes, changelog, departures, leaving
 -- ARGV[1..4] clusterName, brokerAddr, brokerName, brokerId: the cluster and id only for the
 --         departure (the group's row says where it is; removal is by address, see detach)
 -- Returns {change, changed, notices} (notices: lua/_groups.lua's NOTIFY_MIN_BROKER_ID_CHANGE, '' none)

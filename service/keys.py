@@ -55,8 +55,10 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # separated) of the bodies the address may be found by, their keys in body-digests (a
     # split registration's parts: several)
     "member": ("brokerAddr", "cluster", "brokerName", "brokerId", "bodyDigest"),
-    # QueueData of one (topic, broker name)
-    "queue": ("topic", "brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"),
+    # QueueData of one (topic, broker name); seq: the queue-seq value of the call that
+    # created it (a route lists a topic's groups in the order they came, as Java's HashMap
+    # does within a bucket; rows an older release created have none)
+    "queue": ("topic", "brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "seq"),
 }
 
 # The bytes a name keeps as they are; every other byte (``~`` included, which makes the
@@ -208,6 +210,18 @@ class Keys:
         """STRING counter: each staging of a group's QueueData gets the next value (broker
         row's topicsGen), so a staging is never mistaken for a later one."""
         return f"{self.tag}:topics-gen"
+
+    @property
+    def queue_seq(self) -> str:
+        """STRING counter: each call that creates QueueData rows gets the next value (their
+        ``seq``), the order a topic's groups came in."""
+        return f"{self.tag}:queue-seq"
+
+    @property
+    def topic_capacity(self) -> str:
+        """HASH topic -> the table size Java's HashMap of its QueueData grew to, for a topic
+        whose group count fell below 0.75 of it (route order; none while it never did)."""
+        return f"{self.tag}:topic-capacity"
 
     # -- KVConfig
     @property

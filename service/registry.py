@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence, TypeVar
 
 import orjson
 
+from service.javaorder import concurrent_capacity, grown_capacity, java_order
 from service.logs import WindowedLog
 from service.models import (
     HeartbeatRequest,
@@ -443,11 +444,16 @@ class Registry:
         return Route(read.version, read.body, read.names)
 
     async def cluster_info(self) -> tuple[int, dict[str, Any]]:
+        """ClusterInfo in the order Java's NameServer encodes it (docs/design.md, "Route
+        order"): its ConcurrentHashMaps' bins (brokerAddrTable made with 128, clusterAddrTable
+        with 32), a cluster's groups as its HashSet iterates; by name within a bin."""
         read = await self.scripts.cluster_info()
+        groups = {d["brokerName"]: d for d in map(_broker_data, read.brokers)}
+        clusters = dict(read.clusters)
         return read.version, {
-            "brokerAddrTable": {d["brokerName"]: d for d in sorted(map(_broker_data, read.brokers),
-                                                                   key=lambda d: d["brokerName"])},
-            "clusterAddrTable": {c: sorted(names) for c, names in sorted(read.clusters)},
+            "brokerAddrTable": {n: groups[n] for n in java_order(sorted(groups), concurrent_capacity(128, len(groups)))},
+            "clusterAddrTable": {c: java_order(sorted(clusters[c]), grown_capacity(len(clusters[c])))
+                                 for c in java_order(sorted(clusters), concurrent_capacity(32, len(clusters)))},
         }
 
     # Slice sizes of a topic list (lua/topic_lists.lua): each call stays within a few ms at

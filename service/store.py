@@ -179,7 +179,7 @@ def _lua_dir() -> Any:
 # `-- uses:` line names the parts it calls (a part's own line the parts it calls): only
 # those are loaded with it, so a heartbeat does not define the removal cascade at each
 # call (docs/design.md, "Scripts": the measured cost).
-PARTS = ("keys", "basics", "changes", "staging", "queues", "members", "groups")
+PARTS = ("keys", "basics", "javaorder", "changes", "staging", "queues", "members", "groups")
 _USES = re.compile(r"^-- uses: *(.*)$", re.MULTILINE)
 
 

@@ -383,8 +383,9 @@ async def test_a_zone_mode_route_keeps_the_zones_groups_and_those_without_a_mast
     await zoned_groups(front)
     route = await front.route("T1", zone="Zone-A")
     assert route is not None
-    assert [d["brokerName"] for d in route["brokerDatas"]] == ["broker-a", "broker-c", "broker-d"]
-    assert [q["brokerName"] for q in route["queueDatas"]] == ["broker-a", "broker-c", "broker-d"]
+    # in Java's order (docs/design.md, "Route order"), as the whole route lists them
+    assert [d["brokerName"] for d in route["brokerDatas"]] == ["broker-d", "broker-c", "broker-a"]
+    assert [q["brokerName"] for q in route["queueDatas"]] == ["broker-d", "broker-c", "broker-a"]
     assert route["filterServerTable"] == {}
     whole = await front.route("T1")
     assert whole is not None and whole["filterServerTable"] == {MASTER_B: ["10.0.1.9:7000"]}
@@ -405,12 +406,12 @@ async def test_a_zone_mode_route_is_fastjsons_default_form_as_java_encodes_it_ag
     answer = await front.rmq.call(zone_route("T1", "zone-b"))
     assert answer.code == codes.SUCCESS
     assert answer.body == (
-        b'{"brokerDatas":[{"brokerAddrs":{0:"10.0.1.1:10911"},"brokerName":"broker-b","cluster":"DefaultCluster",'
-        b'"enableActingMaster":false,"zoneName":"zone-b"},{"brokerAddrs":{1:"10.0.3.2:10911"},"brokerName":"broker-d",'
+        b'{"brokerDatas":[{"brokerAddrs":{1:"10.0.3.2:10911"},"brokerName":"broker-d","cluster":"DefaultCluster",'
+        b'"enableActingMaster":false,"zoneName":"zone-b"},{"brokerAddrs":{0:"10.0.1.1:10911"},"brokerName":"broker-b",'
         b'"cluster":"DefaultCluster","enableActingMaster":false,"zoneName":"zone-b"}],'
         b'"filterServerTable":{"10.0.1.1:10911":["10.0.1.9:7000"]},'
-        b'"queueDatas":[{"brokerName":"broker-b","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4},'
-        b'{"brokerName":"broker-d","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}')
+        b'"queueDatas":[{"brokerName":"broker-d","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4},'
+        b'{"brokerName":"broker-b","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}')
 
 
 async def test_a_cached_route_is_not_answered_whole_to_a_zone_mode_read(
@@ -421,7 +422,7 @@ async def test_a_cached_route_is_not_answered_whole_to_a_zone_mode_read(
     for _ in range(2):  # the second read is the cache's (answered as its bytes arrive)
         assert len((await front.route("T1"))["brokerDatas"]) == 4  # type: ignore[index]
     route = await front.route("T1", zone="zone-b")
-    assert route is not None and [d["brokerName"] for d in route["brokerDatas"]] == ["broker-b", "broker-d"]
+    assert route is not None and [d["brokerName"] for d in route["brokerDatas"]] == ["broker-d", "broker-b"]
 
 
 async def test_a_zone_name_without_zone_mode_gets_the_whole_route(make_front: Callable[..., Awaitable[Front]]) -> None:

@@ -5,7 +5,9 @@ It reads each one's ClusterInfo, its topic list, and the route of every topic ei
 lists (at most ``in_flight`` requests in flight per NameServer, progress on stderr), and
 reports each difference on one line: a cluster's groups, a group's addresses, acting
 master flag or zone, a topic missing on one side, a topic's queues and permissions per
-group, its static topic mappings, its order config, its filter servers. Routes are read
+group, the order of its queueDatas and brokerDatas (tools take the first group: Java's
+``mqadmin topicClusterList`` names its cluster), its static topic mappings, its order
+config, its filter servers. Routes are read
 twice when they differ (a broker may have re-registered between the two reads): only
 what differs both times is reported. With a zone (``--zone``), every route is also read
 as a client in that zone's zone mode asks it (RocketMQ 5's ZoneRouteRPCHook) and compared
@@ -124,7 +126,18 @@ def route_differences(topic: str, a: dict[str, Any] | None, b: dict[str, Any] | 
     for what in ("mappings", "orderTopicConf", "filterServers"):
         if na[what] != nb[what]:
             out.append(f"topic {topic}: {what} {_show(na[what])} on {name_a}, {_show(nb[what])} on {name_b}")
+    for what in ("queueDatas", "brokerDatas"):
+        oa, ob = _order(a, b, what), _order(b, a, what)
+        if oa != ob:
+            out.append(f"topic {topic}: {what} order {', '.join(oa)} on {name_a}, {', '.join(ob)} on {name_b}")
     return out
+
+
+def _order(route: dict[str, Any], other: dict[str, Any], what: str) -> list[str]:
+    """The broker names of `route`'s list `what` in its order, those `other`'s lacks left
+    out (a missing group is a difference of its own)."""
+    theirs = {d["brokerName"] for d in other.get(what) or []}
+    return [d["brokerName"] for d in route.get(what) or [] if d["brokerName"] in theirs]
 
 
 async def _routes(client: NameServerClient, topics: list[str], progress: Callable[[int], None],

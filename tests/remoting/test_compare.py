@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from service.remoting.compare import compare
+from service.remoting.compare import compare, route_differences
 from service.remoting import codes
 from tests.processes import console_script
 from tests.remoting import broker5
@@ -136,6 +136,28 @@ async def test_a_missing_group_is_found(pair: tuple[Worker, Worker]) -> None:
     found = await differences(a, b)
     assert f"cluster DefaultCluster: groups only on {addr(a)}: broker-a" in found
     assert f"group broker-a: only on {addr(a)}" in found
+
+
+async def test_groups_listed_in_another_order_are_found(pair: tuple[Worker, Worker]) -> None:
+    # "Aa" and "BB" share a hash: the two names share a bin, listed in the order they came
+    a, b = pair
+    aa = broker5.register(broker5.plain_body(TABLE), addr=MASTER, name="broker-Aa")
+    bb = broker5.register(broker5.plain_body(TABLE), addr=SLAVE, name="broker-BB")
+    await registered(a, aa, bb)
+    await registered(b, bb, aa)
+    found = await differences(a, b)
+    assert found == [f"topic {t}: {what} order broker-Aa, broker-BB on {addr(a)}, broker-BB, broker-Aa on {addr(b)}"
+                     for t in sorted(TABLE) for what in ("queueDatas", "brokerDatas")]
+
+
+def test_a_group_only_one_side_lists_is_no_order_difference() -> None:
+    def doc(*names: str) -> dict[str, Any]:
+        return {"queueDatas": [{"brokerName": n, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
+                               for n in names],
+                "brokerDatas": [{"brokerName": n, "cluster": "c", "brokerAddrs": {"0": n}} for n in names]}
+
+    lines = route_differences("T1", doc("x", "y", "z"), doc("x", "z"), "A", "B")
+    assert lines == ["topic T1: queues on y only on A"]
 
 
 @pytest.mark.slow
