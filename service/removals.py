@@ -28,6 +28,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
+
 from service.logs import WindowedLog
 from service.registry import Registry
 from service.store import StoreUnavailable
@@ -168,43 +170,47 @@ class Removals:
         self.start()
 
     async def _run(self) -> None:
-        delay, failed_since = 0.0, 0.0
         while True:
             self._wake.clear()
             if not self._queued and not self._collecting:
                 await self._wake.wait()
                 continue
-            batch = list(itertools.islice(self._queued.values(), self.MAX_ENTRIES))
+            # Redis unavailable: the same step again (with what is queued by then) after a
+            # wait doubling from RETRY_FIRST_S up to RETRY_MAX_S, until it answers
+            retrying = AsyncRetrying(retry=retry_if_exception_type(StoreUnavailable), reraise=True,
+                                     wait=wait_exponential(multiplier=self.RETRY_FIRST_S, max=self.RETRY_MAX_S),
+                                     before_sleep=self._retrying)
             try:
-                if batch:
-                    result = await self.registry.remove_batch(
-                        self.PAIR_BUDGET, [(r.addr, r.channel, r.cause) for r in batch])
-                else:  # departures first: what departed groups left is hidden from readers already
-                    result, asks = None, self._collect_asks
-                    left = await self.registry.collect_leaving(self.COLLECT_BUDGET)
-                    # a departure told meanwhile may have marked a group after the script ran
-                    self._collecting = left > 0 or self._collect_asks != asks
-            except StoreUnavailable as e:
-                self.failures += 1
-                self._fail(e)
-                if not delay:
-                    failed_since = time.monotonic()
-                delay = min(self.RETRY_MAX_S, max(self.RETRY_FIRST_S, 2 * delay))
-                self._retry_log.write("", f"{len(self._queued)} broker removal(s) queued, Redis unavailable: {e}; "
-                                          f"retrying every {self.RETRY_MAX_S:.1f} s at most")
-                await asyncio.sleep(delay)
-                continue
+                await retrying(self._step)
             except Exception as e:  # a bug must not end the path: the entries stay, tried again later
-                log.exception("removing %d queued broker(s) failed", len(batch))
+                log.exception("removing %d queued broker(s) failed", min(len(self._queued), self.MAX_ENTRIES))
                 self._fail(e)
                 await asyncio.sleep(self.RETRY_MAX_S)
                 continue
-            if delay:
-                log.info("broker removals reach Redis again after %.1f s", time.monotonic() - failed_since)
-                delay = 0.0
-            if result is not None:
-                self._settle(batch, result.statuses, result.members)
-                self._collecting = self._collecting or REMOVED in result.statuses
+            if retrying.statistics.get("attempt_number", 1) > 1:
+                log.info("broker removals reach Redis again after %.1f s", retrying.statistics["delay_since_first_attempt"])
+
+    async def _step(self) -> None:
+        """One script: a batch of the queued departures, else a slice of what departed
+        groups left (readers skip it already)."""
+        batch = list(itertools.islice(self._queued.values(), self.MAX_ENTRIES))
+        if not batch:
+            asks = self._collect_asks
+            left = await self.registry.collect_leaving(self.COLLECT_BUDGET)
+            # a departure told meanwhile may have marked a group after the script ran
+            self._collecting = left > 0 or self._collect_asks != asks
+            return
+        result = await self.registry.remove_batch(self.PAIR_BUDGET, [(r.addr, r.channel, r.cause) for r in batch])
+        self._settle(batch, result.statuses, result.members)
+        self._collecting = self._collecting or REMOVED in result.statuses
+
+    def _retrying(self, state: RetryCallState) -> None:
+        assert state.outcome is not None  # before a retry: the attempt failed
+        e = state.outcome.exception()
+        self.failures += 1
+        self._fail(e)
+        self._retry_log.write("", f"{len(self._queued)} broker removal(s) queued, Redis unavailable: {e}; "
+                                  f"retrying every {self.RETRY_MAX_S:.1f} s at most")
 
     def _settle(self, batch: list[Removal], statuses: list[str],
                 members: list[tuple[str, str, str] | None]) -> None:
