@@ -8,7 +8,7 @@ import sys
 
 import logging
 
-from service import logs
+from service import __version__, logs
 from service.config import Settings, StartupError, from_env
 
 log = logging.getLogger("service")
@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return analytics_main(argv[1:])
     parser = argparse.ArgumentParser(prog="rmq-registry", description="A horizontally scaled route registry for RocketMQ")
+    parser.add_argument("--version", action="version", version=f"rmq-registry {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run a registry worker (HTTP API and expiry scanner)")
     serve.add_argument("--host", help="listen address (RMQ_HOST, default 0.0.0.0)")

@@ -70,7 +70,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "AddResult": {"type": "object", "properties": {"addTopicCount": _INT}},
     "KvValue": {"type": "object", "properties": {"value": _STR}},
     "KvTable": {"type": "object", "properties": {"table": {"type": "object", "additionalProperties": _STR}}},
-    "Status": {"type": "object", "properties": {"status": _STR}},
+    "Status": {"type": "object", "properties": {"status": _STR, "version": _STR}},
     "Readiness": {"type": "object", "properties": {
         "status": _STR, "writes": {**_STR, "description": "ok, or refused: <causes> while Redis refuses writes"},
         "redis": {**_STR, "description": "with ?exclude=redis: ok, or unreachable as of the last change-record poll"},
