@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import shutil
 import signal
@@ -34,13 +35,15 @@ from typing import Any, Callable, Iterator
 import pytest
 import redis
 
+from service.config import ENV, StartupError, from_env
 from service.keys import SCHEMA_VERSION, Keys
+from service.remoting import codec, codes
 from tests import previous_release
 from tests.builders import identity, registration
 from tests.processes import ROOT, start, wait_http
 from tests.redis_server import free_port
 from tests.remoting import frames
-from tests.remoting.client import RemotingClient
+from tests.remoting.client import RemotingClient, request
 from tests.test_horizontal import canonical
 from tests.tables import violations
 from tests.waits import until_sync
@@ -51,6 +54,8 @@ BOUND_S = SCAN_MS / 1000  # one scan interval: how long workers may disagree wit
 PERIOD_S = 2.0  # the fleet's registration period (RocketMQ's is 30 s)
 NEW = "new"
 OLD = "old"
+KV = "UPGRADE"  # the KV namespace the test writes
+REMOVAL_RULE = 256  # lua/_groups.lua LEAVE_NOW_MAX: a group leaving with more QueueData is hidden, then collected
 
 
 class Worker:
@@ -58,6 +63,7 @@ class Worker:
 
     def __init__(self, release: str, redis_url: str, logs: Path, old_venv: Path | None = None) -> None:
         self.release = release
+        self.stopping = False  # retired: the fleet's requests to it may fail
         self.port, self.remoting_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = logs / f"{release}-{self.port}.log"
@@ -164,7 +170,7 @@ class Fleet:
 
     @staticmethod
     def _stopping(worker: Worker) -> bool:
-        return worker.proc.returncode is not None or getattr(worker, "stopping", False)
+        return worker.proc.returncode is not None or worker.stopping
 
 
 class Model:
@@ -203,42 +209,61 @@ def cluster_shape(answer: Any) -> Any:
             "clusters": {c: sorted(ns) for c, ns in answer["clusterAddrTable"].items()}}
 
 
-def view(worker: Worker, topics: list[str]) -> dict[str, Any]:
-    """Everything a worker answers about the fleet, as returned (order aside)."""
+def http_view(worker: Worker, topics: list[str]) -> dict[str, Any]:
+    """What a worker answers about the fleet over HTTP: each route (its status when not
+    200), the cluster info, the topic list, the KV namespace ({} when there is none)."""
     routes = {}
     for topic in topics:
         status, answer = worker.get(f"/v1/routes/{topic}")
         routes[topic] = canonical(answer) if status == 200 else status
-    return {"routes": routes, "cluster": canonical(worker.get("/v1/cluster")), "topics": canonical(worker.get("/v1/topics")),
-            "kv": worker.get("/v1/kv/UPGRADE")}
+    kv = worker.get(f"/v1/kv/{KV}")
+    return {"routes": routes, "cluster": canonical(worker.get("/v1/cluster")[1]),
+            "topics": sorted(worker.get("/v1/topics")[1]["topicList"]), "kv": kv[1]["table"] if kv[0] == 200 else {}}
+
+
+async def tcp_view(worker: Worker, topics: list[str]) -> dict[str, Any]:
+    """The same over RocketMQ's protocol, as a client and mqadmin read it (an answer's
+    code when not SUCCESS)."""
+    client = await RemotingClient.connect(worker.remoting_port)
+    try:
+        async def read(cmd: Any) -> Any:
+            answer = await client.call(cmd)
+            return canonical(codec.loads(answer.body)) if answer.code == codes.SUCCESS else answer.code
+
+        routes = {topic: await read(frames.route(topic)) for topic in topics}
+        kv = await read(request(codes.GET_KVLIST_BY_NAMESPACE, {"namespace": KV}))
+        return {"routes": routes, "cluster": await read(request(codes.GET_BROKER_CLUSTER_INFO)),
+                "topics": sorted((await read(request(codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)))["topicList"]),
+                "kv": kv["table"] if isinstance(kv, dict) else {}}
+    finally:
+        await client.close()
 
 
 def differences(workers: list[Worker], model: Model, topics: list[str]) -> list[str]:
-    """What any worker answers otherwise than the model, or than the first worker: [] when
-    all agree."""
-    views = [(w, view(w, topics)) for w in workers]
+    """What any worker answers otherwise than the model, or than the first worker, on
+    either front: [] when all agree."""
+    views = [(w, {"HTTP": http_view(w, topics), "TCP": asyncio.run(tcp_view(w, topics))}) for w in workers]
     out = []
-    expected_topics = model.topics()
-    for worker, seen in views:
-        name = f"{worker.release} {worker.url}"
-        for topic in topics:
-            want, got = model.route(topic), seen["routes"][topic]
-            shown = got if isinstance(got, int) else route_shape(got)
-            if (want is None and got != 404) or (want is not None and shown != want):
-                out.append(f"{name}: route {topic}: {shown} (expected {want or 404})")
-        status, cluster = seen["cluster"]
-        if cluster_shape(cluster) != model.cluster():
-            out.append(f"{name}: cluster {cluster_shape(cluster)} (expected {model.cluster()})")
-        if seen["topics"][1]["topicList"] != expected_topics:
-            out.append(f"{name}: topic list of {len(seen['topics'][1]['topicList'])} (expected {len(expected_topics)})")
-        kv = seen["kv"][1]["table"] if seen["kv"][0] == 200 else {}
-        if kv != model.kv:
-            out.append(f"{name}: KV {kv} (expected {model.kv})")
-    first = views[0][1]
-    for worker, seen in views[1:]:
-        if seen != first:
-            which = [k for k in first if seen[k] != first[k]]
-            out.append(f"{worker.release} {worker.url} answers otherwise than {views[0][0].url} in {which}")
+    for worker, fronts in views:
+        for front, seen in fronts.items():
+            name = f"{worker.release} {worker.url} over {front}"
+            for topic in topics:
+                want, got = model.route(topic), seen["routes"][topic]
+                shown = got if isinstance(got, int) else route_shape(got)
+                if (want is None and isinstance(got, dict)) or (want is not None and shown != want):
+                    out.append(f"{name}: route {topic}: {shown} (expected {want or 'TOPIC_NOT_EXIST'})")
+            if cluster_shape(seen["cluster"]) != model.cluster():
+                out.append(f"{name}: cluster {cluster_shape(seen['cluster'])} (expected {model.cluster()})")
+            if seen["topics"] != model.topics():
+                out.append(f"{name}: topic list of {len(seen['topics'])} (expected {len(model.topics())})")
+            if seen["kv"] != model.kv:
+                out.append(f"{name}: KV {seen['kv']} (expected {model.kv})")
+    first_worker, first = views[0]
+    for worker, fronts in views[1:]:
+        for front, seen in fronts.items():
+            which = [k for k in seen if seen[k] != first[front][k]]
+            if which:
+                out.append(f"{worker.release} {worker.url} answers otherwise than {first_worker.url} over {front}: {which}")
     return out
 
 
@@ -265,17 +290,24 @@ def test_a_rolling_upgrade_from_the_previous_release_and_a_rollback_agree_under_
             for g in range(6)]
     tcp = [group(f"tcp-{g}", f"Cluster{g % 2}", f"10.2.{g}.1:10911", [f"TT{g}-{i}" for i in range(8)] + ["Shared"])
            for g in range(6)]
-    # past the 256-QueueData removal rule: its departure is collected after the fact by this release
-    big = group("big", "Cluster0", "10.3.0.1:10911", [f"Big-{i}" for i in range(300)])
+    # the first size past the 256-QueueData removal rule: its departure is collected after
+    # the fact, by this release only
+    big = group("big", "Cluster0", "10.3.0.1:10911", [f"Big-{i}" for i in range(REMOVAL_RULE + 1)])
+    big_back = group("big-back", "Cluster1", "10.3.2.1:10911", [f"BigBack-{i}" for i in range(REMOVAL_RULE + 1)])
     returning = group("returning", "Cluster1", "10.3.1.1:10911", [f"Back-{i}" for i in range(20)])
+    gone_old = group("gone-old", "Cluster0", "10.3.3.1:10911", ["GoneOld", "Shared"])
+    gone_new = group("gone-new", "Cluster0", "10.3.4.1:10911", ["GoneNew", "Shared"])
     model = Model()
-    for reg in (*http, *tcp, big, returning):
+    for reg in (*http, *tcp, big, big_back, returning, gone_old, gone_new):
         model.groups[reg["brokerName"]] = reg
-    topics = [*model.topics(), "NoSuchTopic"]
+    # every topic of the small groups, every 15th of the big ones (their whole list is read
+    # as the topic list): a round of reads stays well within the scan interval
+    topics = [t for t in model.topics() if not t.startswith("Big") or int(t.rsplit("-", 1)[1]) % 15 == 0]
+    topics.append("NoSuchTopic")
 
     workers: list[Worker] = []
     everyone: list[Worker] = []
-    timings: dict[str, float] = {}
+    timings: dict[str, tuple[float, float]] = {}  # step -> when its agreeing round began, ended
 
     def add(release: str) -> Worker:
         w = Worker(release, redis_url, logs, old_venv)
@@ -284,84 +316,181 @@ def test_a_rolling_upgrade_from_the_previous_release_and_a_rollback_agree_under_
         return w
 
     def retire(w: Worker) -> None:
-        w.stopping = True  # type: ignore[attr-defined]
+        w.stopping = True
         workers.remove(w)
         w.stop()
 
-    def agree(step: str, bound_s: float = BOUND_S) -> None:
+    def agree(step: str) -> None:
+        """Every worker agrees on both fronts in a round of reads begun within one scan
+        interval of the step (a round begun before may end past it)."""
         began = time.monotonic()
         last: list[str] = []
 
         def settled() -> bool:
             nonlocal last
+            round_began = time.monotonic()
             last = differences(workers, model, topics)
+            timings[step] = (round(round_began - began, 2), round(time.monotonic() - began, 2))
             return not last
         try:
-            until_sync(settled, bound_s, step, poll_s=0.1)
+            until_sync(settled, BOUND_S, step, poll_s=0.05)
         except AssertionError:
-            raise AssertionError(f"{step}: still after {bound_s} s:\n" + "\n".join(last[:20])) from None
-        timings[step] = time.monotonic() - began
+            raise AssertionError(f"{step}: still after {BOUND_S} s:\n" + "\n".join(last[:20])) from None
 
     fleet = Fleet(lambda: workers, http, tcp)
     try:
         first = add(OLD)
         add(OLD)
         assert first.get("/healthz")[1] == {"status": "ok"}  # 0.1.0 names no version
-        first.send("POST", "/v1/brokers/register", big)
-        first.send("POST", "/v1/brokers/register", returning)
-        first.send("PUT", "/v1/kv/UPGRADE/before", {"value": "0.1.0"})
+        for reg in (big, big_back, returning, gone_old, gone_new):
+            first.send("POST", "/v1/brokers/register", reg)
+        first.send("PUT", f"/v1/kv/{KV}/before", {"value": "0.1.0"})
         model.kv["before"] = "0.1.0"
         fleet.start()
         until_sync(lambda: fleet.rounds >= 2 * len(http + tcp), 60, "the fleet's first two rounds")
         agree("0.1.0 only")
 
-        # the upgrade: one new worker beside the old ones, then one old worker out at a time
-        new = add(NEW)
-        assert new.get("/healthz")[1]["version"] != previous_release.VERSION
+        # the upgrade: new workers beside the old ones, old ones out one at a time
+        n1 = add(NEW)
+        assert "version" in n1.get("/healthz")[1]  # this release names itself
         agree("0.1.0 and this release")
-        new.send("PUT", "/v1/kv/UPGRADE/during", {"value": "mixed"})
+        n1.send("PUT", f"/v1/kv/{KV}/during", {"value": "mixed"})
         model.kv["during"] = "mixed"
-        # a big group departs through this release while an old worker still serves: hidden
-        # at once and collected by this release's workers while the switch goes on
-        new.send("POST", "/v1/brokers/unregister", identity(big))
+        # one departure through each release: only this release's scripts record theirs
+        workers[0].send("POST", "/v1/brokers/unregister", identity(gone_old))
+        n1.send("POST", "/v1/brokers/unregister", identity(gone_new))
+        del model.groups["gone-old"], model.groups["gone-new"]
+        agree("a departure through each release")
+        departed = {d["brokerName"] for d in n1.get("/v1/departures")[1]["departures"]}
+        assert "gone-new" in departed and "gone-old" not in departed, departed
+        retire(workers[0])
+        n2 = add(NEW)
+        # a group of 257 QueueData departs through a new worker stopped right after: hidden
+        # at once, collected by the other new worker while the switch goes on
+        n1.send("POST", "/v1/brokers/unregister", identity(big))
         del model.groups["big"]
+        retire(n1)
+        agree("257 QueueData departed and collected across the switch")
         retire(workers[0])
-        agree("a departure of 300 QueueData collected across the switch")
         add(NEW)
-        retire(workers[0])
         agree("this release only")
 
-        # the rollback: old workers back beside the new, then new ones out
+        # the rollback: old workers back beside the new, then the new ones out
         old = add(OLD)
         agree("this release and 0.1.0")
-        # a group leaves, every worker caches its topics' TOPIC_NOT_EXIST, it returns
-        # through the older release
-        workers[0].send("POST", "/v1/brokers/unregister", identity(returning))
+        # a group leaves, every worker's reads find its topics gone (and cache that), it
+        # returns through the older release
+        n2.send("POST", "/v1/brokers/unregister", identity(returning))
         del model.groups["returning"]
         agree("a group away")
         old.send("POST", "/v1/brokers/register", returning)
         model.groups["returning"] = returning
-        agree("a group back through 0.1.0")
-        retire(workers[0])
+        agree("the group back through 0.1.0")
+        # a group of 257 QueueData leaves through this release and comes straight back
+        # through 0.1.0 (a broker restarting), whatever of it was collected by then
+        n2.send("POST", "/v1/brokers/unregister", identity(big_back))
+        old.send("POST", "/v1/brokers/register", big_back)
+        agree("257 QueueData back through 0.1.0 as they were collected")
+        retire(n2)
         add(OLD)
+        # what only this release collects is done before its last worker goes
+        until_sync(lambda: not r.exists(KEYS.leaving), BOUND_S, f"{KEYS.leaving} empty")
         retire(workers[0])
         agree("0.1.0 only again")
-        old.send("DELETE", "/v1/kv/UPGRADE/during", {})
+        old.send("DELETE", f"/v1/kv/{KV}/during", {})
         del model.kv["during"]
         agree("a KV change after the rollback")
     finally:
         fleet.stop()
         for w in list(workers):
             w.stop()
-    print(f"\nseconds until every worker agreed with the fleet, by step: {timings}")
+    print(f"\nseconds from each step to the start and end of the round of reads that agreed: {timings}")
     assert fleet.failures == [], fleet.failures
     # 0.1.0's register.lua keeps one body digest per address where this release keeps a list:
     # the pointers to this release's digests that it replaced stay behind (docs/upgrade.md)
     assert [v for v in violations(r) if not v.startswith("body digest ")] == []
-    # nothing waits to be collected that the older release would never finish
-    assert not r.exists(KEYS.leaving)
     for w in everyone:
         assert w.errors() == [], f"{w.release} worker {w.url} logged:\n" + "\n".join(w.errors()[:20])
+
+
+# values to try for each setting: spellings, edges and ranges (REDIS_URL's with unencoded
+# characters in their password)
+SETTING_TRIES = {
+    "RMQ_LOG_LEVEL": ["warn", "WARN", "fatal", "FATAL", "notset", "NOTSET", "Warning", " info", "10", "debug", "LOUD"],
+    "RMQ_LOG_FORMAT": ["json", "JSON", "text"],
+    "RMQ_AUTH_READS": ["open", "OPEN", "token"],
+    "RMQ_REDIS_CLUSTER": ["1", "TRUE", "Yes", "ON", " true ", "0", "False", "no", "OFF", " off", "t", "maybe"],
+    "RMQ_REMOTING_STALE_READS": [" on ", "off"],
+    "RMQ_PORT": [" 8080", "+8080", "8_080", "8080 ", "٨٠٨٠", "0", "-1", "99999", "8080.0"],
+    "RMQ_REMOTING_PORT": ["0", "-1", "70000", " 9876"],
+    **{var: ["0", "-1", " 7 "] for var in (
+        "RMQ_REDIS_MAX_CONNECTIONS", "RMQ_REDIS_MIN_REPLICAS", "RMQ_BROKER_TIMEOUT_MS", "RMQ_SCAN_INTERVAL_MS",
+        "RMQ_SCAN_BATCH", "RMQ_REDIS_TIMEOUT_MS", "RMQ_REDIS_START_TIMEOUT_MS", "RMQ_MAX_BODY_BYTES",
+        "RMQ_MAX_QUEUE_NUMS", "RMQ_MAX_TOPICS_PER_REGISTRATION", "RMQ_MAX_STALENESS_MS", "RMQ_WATCH_MAX_MS",
+        "RMQ_STALE_MAX_MS", "RMQ_CACHE_MAX_ENTRIES", "RMQ_CACHE_MAX_BYTES", "RMQ_CACHE_NEGATIVE_ENTRIES",
+        "RMQ_DRAIN_MS", "RMQ_SHUTDOWN_TIMEOUT_MS", "RMQ_REMOTING_IDLE_MS", "RMQ_REMOTING_MAX_CONNECTIONS",
+        "RMQ_HTTP_BACKLOG", "RMQ_MAX_WATCHES")},
+    "RMQ_VERSION_POLL_MS": ["0", "999", "1000"],
+    "RMQ_KEY_PREFIX": [" ", "rmq2"],
+    "REDIS_URL": ["redis://127.0.0.1:6379", "redis://:p@ss@127.0.0.1:6379/0", "redis://u:pa:ss@h:1/0",
+                  "redis://:pa%40ss@h:1/0", "unix:///tmp/r.sock", "redis+sentinel://h:26379/mymaster"],
+}
+# what 0.1.0 made of each: its own parser, then Python's logging given its level, as its
+# worker's start did (a value either refuses is "refused")
+PREVIOUS_PARSE = """
+import json, logging, sys
+from service import config, logs
+out = {}
+for var, values in json.load(sys.stdin).items():
+    field = config.ENV[var][0]
+    for value in values:
+        try:
+            settings = config.from_env({var: value})
+            logs.setup(settings.log_level, settings.log_format)
+            taken = getattr(settings, field)
+            out[var + "=" + value] = logging.getLogger().level if field == "log_level" else taken
+        except (SystemExit, ValueError):
+            out[var + "=" + value] = "refused"
+print(json.dumps(out))
+"""
+
+
+def test_every_setting_the_previous_release_took_starts_this_one_or_is_refused_saying_what_to_write(
+        old_venv: Path, tmp_path: Path) -> None:
+    # in another directory: `python -c` imports from its working directory first
+    done = subprocess.run([str(old_venv / "bin" / "python"), "-c", PREVIOUS_PARSE], input=json.dumps(SETTING_TRIES),
+                          capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    previous = json.loads(done.stdout)
+    refused: dict[str, str] = {}
+    for var, values in SETTING_TRIES.items():
+        field = ENV[var]
+        for value in values:
+            took = previous[f"{var}={value}"]
+            if took == "refused":
+                continue
+            try:
+                taken = getattr(from_env({var: value}), field)
+            except StartupError as exc:
+                refused[f"{var}={value}"] = str(exc)
+                continue
+            if field == "log_level":  # its level, NOTSET's as DEBUG (both let every record through)
+                taken, took = logging.getLevelName(taken), max(took, logging.DEBUG)
+            assert taken == took, (var, value, taken, took)
+    print(f"\n{len(refused)} values 0.1.0 took are refused: {sorted(refused)}")
+    for setting, line in refused.items():
+        var, value = setting.split("=", 1)
+        # one line naming the variable and what to write instead, and only for what
+        # CHANGELOG.md's upgrade notes name: a number out of its range, an unencoded password
+        assert "\n" not in line and line.startswith(f"{var}="), line
+        if var == "REDIS_URL":
+            assert "percent-encode" in line, line
+            continue
+        allowed = re.search(r"must be an integer (?:from (-?\d+) to (\d+)|of at least (-?\d+))", line)
+        assert allowed, line
+        least = int(allowed.group(1) or allowed.group(3))
+        most = int(allowed.group(2)) if allowed.group(2) else None
+        assert int(value) < least or (most is not None and int(value) > most), line
 
 
 @pytest.mark.parametrize("level", ["WARN", "FATAL"])
