@@ -7,13 +7,10 @@ also runs them through 0.1.0's own code); CHANGELOG.md's upgrade notes name the 
 from __future__ import annotations
 
 import logging
-import sys
 
 import pytest
 
 from service.config import StartupError, from_env
-from tests.processes import start, wait_http
-from tests.redis_server import free_port
 
 # RMQ_LOG_LEVEL: 0.1.0 handed it to logging.basicConfig as it was, upper-cased
 LOG_LEVELS = {"warn": logging.WARNING, "WARN": logging.WARNING, "fatal": logging.CRITICAL, "FATAL": logging.CRITICAL,
@@ -57,17 +54,3 @@ def test_a_value_only_the_previous_release_took_is_refused_saying_what_to_write(
     line = str(refused.value)
     assert "\n" not in line and line.startswith(f"{var}=") and REFUSED[setting] in line
     assert "p@ss" not in line  # never the password
-
-
-@pytest.mark.parametrize("level", ["WARN", "FATAL"])
-def test_a_worker_started_with_a_logging_alias_serves(level: str, redis_url: str) -> None:
-    port = free_port()
-    proc = start([sys.executable, "-m", "service", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                 {"REDIS_URL": redis_url, "RMQ_LOG_LEVEL": level})
-    try:
-        wait_http(f"http://127.0.0.1:{port}/readyz")
-    finally:
-        proc.terminate()
-        out = proc.communicate(timeout=30)[0].decode()
-    assert "cannot start" not in out and "Traceback" not in out, out
-
