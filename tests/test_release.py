@@ -12,6 +12,7 @@ import tomllib
 from importlib import metadata
 
 import pytest
+import yaml
 from aiohttp.test_utils import TestClient
 
 import service
@@ -54,3 +55,9 @@ def test_the_changelogs_newest_entry_is_this_release_and_names_the_previous_one(
     newest = changelog.split(f"## {releases[1]}")[0]
     assert PREVIOUS_RELEASE in newest
     assert "### Upgrading" in newest and "### Rolling back" in newest
+
+
+def test_the_manifests_deploy_the_images_of_this_release() -> None:
+    kustomization = yaml.safe_load((ROOT / "k8s" / "kustomization.yaml").read_text())
+    assert {image["name"]: image["newTag"] for image in kustomization["images"]} == {
+        "rmq-registry": PYPROJECT_VERSION, "rmq-registry-analytics": PYPROJECT_VERSION}
