@@ -516,6 +516,16 @@ def test_a_worker_started_with_a_logging_alias_the_previous_release_took_serves(
     assert "cannot start" not in out and "Traceback" not in out, out
 
 
+def test_the_first_worker_stamps_redis_with_its_key_schema_version(own_redis: Any, logs: Path) -> None:
+    r = redis.Redis.from_url(own_redis.url)
+    assert r.get(KEYS.schema) is None
+    worker = Worker(NEW, own_redis.url, logs)
+    try:
+        assert r.get(KEYS.schema) == str(SCHEMA_VERSION).encode()
+    finally:
+        worker.stop()
+
+
 def source_copy(tmp_path: Path, edit: Callable[[Path], None]) -> Path:
     """The worker's code as a later release would ship it: service/ with lua/ inside it
     (where an installed wheel has it), edited by ``edit``."""
