@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import redis
 
-from service.config import ENV, StartupError, from_env
+from service.config import ENV, Settings, StartupError, from_env
 from service.keys import SCHEMA_VERSION, Keys
 from service.remoting import codec, codes
 from tests import previous_release
@@ -49,8 +49,9 @@ from tests.tables import violations
 from tests.waits import until_sync
 
 KEYS = Keys()
-SCAN_MS = 2_000
-BOUND_S = SCAN_MS / 1000  # one scan interval: how long workers may disagree with the fleet
+# one scan interval, the default both releases run with: how long workers may disagree with
+# the fleet (a collection another worker left is finished by the next scan)
+BOUND_S = Settings().scan_interval_ms / 1000
 PERIOD_S = 2.0  # the fleet's registration period (RocketMQ's is 30 s)
 NEW = "new"
 OLD = "old"
@@ -68,8 +69,7 @@ class Worker:
         self.port, self.remoting_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = logs / f"{release}-{self.port}.log"
-        env = {"REDIS_URL": redis_url, "RMQ_SCAN_INTERVAL_MS": str(SCAN_MS),
-               "RMQ_REMOTING_PORT": str(self.remoting_port)}
+        env = {"REDIS_URL": redis_url, "RMQ_REMOTING_PORT": str(self.remoting_port)}
         args = ["serve", "--host", "127.0.0.1", "--port", str(self.port)]
         with open(self.log, "wb") as out:
             if release == OLD:
