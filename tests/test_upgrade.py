@@ -4,14 +4,16 @@
   this repository's history with its own locked dependencies) beside this one under a live
   fleet registering over HTTP and over RocketMQ's TCP protocol: a rolling upgrade (old
   workers, old and new, new only), then a rollback (new and old, old only). After each step
-  every worker's reads (every topic's route, cluster info, the topic list, a KV namespace)
-  equal each other's and the fleet's state within one scan interval; a group of more than
-  256 QueueData departs across the switch, a group returns through the older release; no
-  ERROR line in either release's log. docs/upgrade.md says what it shows.
+  every worker's reads over both fronts (routes, cluster info, the whole topic list, a KV
+  namespace) equal each other's and the fleet's within one scan interval; a group of more
+  than 256 QueueData departs across the switch, groups return through the older release;
+  no ERROR line in either release's log. docs/upgrade.md says what it shows.
+- Every setting value tried that 0.1.0 took (run through its own parser and logging)
+  starts this release, or is refused in one line saying what to write instead; WARN and
+  FATAL start a real worker (tests/test_previous_settings.py: the same values, quick).
 - Another key schema version is refused at start (a copy of this tree with its
-  SCHEMA_VERSION raised: no release has raised it yet).
-- Settings only Python's logging named (WARN, FATAL), which 0.1.0 started with, start this
-  release's worker (tests/test_previous_settings.py reads each value).
+  SCHEMA_VERSION raised: no release has raised it yet), and the first worker stamps an
+  empty Redis with its own.
 """
 
 from __future__ import annotations
