@@ -1,7 +1,7 @@
 """Settings the previous release (0.1.0, 3fcd6f1) started with start this one too, with
 the same meaning, or are refused in one line saying what to write instead: a rollout
 whose new workers refused the old settings would stall in a crash loop. The values below
-are those 0.1.0's settings parser and Python's logging took (tests/test_previous_release.py
+are those 0.1.0's settings parser and Python's logging took (tests/test_upgrade.py
 also runs them through 0.1.0's own code); CHANGELOG.md's upgrade notes name the refused ones."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ LOG_LEVELS = {"warn": logging.WARNING, "WARN": logging.WARNING, "fatal": logging
 FLAGS = {" true ": True, "ON": True, "Yes": True, " off": False, "0": False, "False": False}
 # numbers: 0.1.0 read them with int()
 NUMBERS = {" 8080": 8080, "+8080": 8080, "8_080": 8080, "8080 ": 8080, "٨٠٨٠": 8080}
-# what 0.1.0 took but which broke or did nothing useful there, and the refusal's advice
+# what 0.1.0 took and this release refuses (out of range; a password to encode), and the advice
 REFUSED = {
     "RMQ_PORT=0": "must be an integer from 1 to 65535",
     "RMQ_SCAN_INTERVAL_MS=0": "must be an integer of at least 1",
