@@ -425,6 +425,35 @@ def test_a_rolling_upgrade_from_the_previous_release_and_a_rollback_agree_under_
         assert w.errors() == [], f"{w.release} worker {w.url} logged:\n" + "\n".join(w.errors()[:20])
 
 
+def test_a_collection_left_at_a_rollback_lists_departed_topics_on_the_previous_release_until_a_worker_of_this_one_runs(
+        own_redis: Any, old_venv: Path, logs: Path) -> None:
+    """What docs/upgrade.md's rollback rule ({rmq}:leaving empty first) prevents, and its
+    remedy: the last worker of this release killed while it collects a departed group's
+    QueueData leaves them to nobody on 0.1.0, which lists their topics (routes answer
+    TOPIC_NOT_EXIST); one worker of this release started again collects them within a scan
+    interval."""
+    r = redis.Redis.from_url(own_redis.url)
+    old, new = Worker(OLD, own_redis.url, logs, old_venv), Worker(NEW, own_redis.url, logs)
+    try:
+        gone = group("gone", "Cluster0", "10.4.0.1:10911", [f"Gone-{i}" for i in range(10_000)])
+        old.send("POST", "/v1/brokers/register", gone)
+        old.send("POST", "/v1/brokers/register", group("stays", "Cluster0", "10.4.0.2:10911", ["Stays"]))
+        new.send("POST", "/v1/brokers/unregister", identity(gone))
+        new.proc.kill()  # a crash mid-collection (20 scripts of 500), which no stop-time drain covers
+        new.proc.wait()
+        left = r.scard(KEYS.leaving), len(old.get("/v1/topics")[1]["topicList"])
+        assert left[0] == 1 and left[1] > 1, left
+        assert old.get("/v1/routes/Gone-9999")[0] == 404
+        print(f"\nleft to 0.1.0: {left[1] - 1} of 10,000 departed topics listed")
+        new = Worker(NEW, own_redis.url, logs)
+        until_sync(lambda: not r.exists(KEYS.leaving), BOUND_S + 5, "the leftover collected by a worker of this release")
+        until_sync(lambda: old.get("/v1/topics")[1]["topicList"] == ["Stays"], BOUND_S, "0.1.0 lists what stays")
+    finally:
+        new.stop()
+        old.stop()
+    assert old.errors() == [] and new.errors() == []
+
+
 # values to try for each setting: spellings, edges and ranges (REDIS_URL's with unencoded
 # characters in their password)
 SETTING_TRIES = {
