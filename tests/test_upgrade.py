@@ -106,8 +106,14 @@ class Worker:
             self.proc.wait()
 
     def errors(self) -> list[str]:
-        return [line for line in self.log.read_text(errors="replace").splitlines()
-                if " ERROR " in line or " CRITICAL " in line or "Traceback" in line]
+        """Its ERROR and CRITICAL lines, each with the traceback lines under it."""
+        out: list[str] = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            if " ERROR " in line or " CRITICAL " in line:
+                out.append(line)
+            elif out and not re.match(r"\d{4}-\d\d-\d\d ", line):
+                out[-1] += "\n" + line
+        return out
 
 
 class Fleet:
@@ -422,7 +428,17 @@ def test_a_rolling_upgrade_from_the_previous_release_and_a_rollback_agree_under_
     # the pointers to this release's digests that it replaced stay behind (docs/upgrade.md)
     assert [v for v in violations(r) if not v.startswith("body digest ")] == []
     for w in everyone:
-        assert w.errors() == [], f"{w.release} worker {w.url} logged:\n" + "\n".join(w.errors()[:20])
+        errors = [e for e in w.errors() if not (w.release == OLD and known_0_1_0_stop_line(e))]
+        assert errors == [], f"{w.release} worker {w.url} logged:\n" + "\n".join(errors[:3])
+
+
+def known_0_1_0_stop_line(error: str) -> bool:
+    """0.1.0 stopped while a connection's handler ends: its remoting server cancels the
+    handlers again every 0.1 s, a cancel landing as one returns ends its task cancelled, and
+    Python 3.11's asyncio.StreamReaderProtocol logs that as an ERROR (its done-callback calls
+    task.exception()). Seen in 2 of 14 runs; harmless, and 0.1.0's to keep (docs/upgrade.md)."""
+    return ("Exception in callback <function StreamReaderProtocol.connection_made.<locals>.callback" in error
+            and error.rstrip().endswith("CancelledError"))
 
 
 def test_a_collection_left_at_a_rollback_lists_departed_topics_on_the_previous_release_until_a_worker_of_this_one_runs(
