@@ -2,8 +2,8 @@
 #
 # rmq-registry images. Build with BuildKit (the default builder of current Docker):
 #
-#   docker build -t rmq-registry:0.1.0 .                                       # the registry
-#   docker build --target analytics -t rmq-registry-analytics:0.1.0 .          # + Java + Spark
+#   docker build -t rmq-registry:0.2.0 .                                       # the registry
+#   docker build --target analytics -t rmq-registry-analytics:0.2.0 .          # + Java + Spark
 #
 # Targets:
 #   builder            downloads the locked packages, builds the project wheel (needs PyPI)

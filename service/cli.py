@@ -9,7 +9,7 @@ import sys
 
 import logging
 
-from service import logs, start_log
+from service import __version__, logs, start_log
 from service.config import Settings, StartupError, from_env, unknown_variables
 
 log = logging.getLogger("service")
@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return analytics_main(argv[1:])
     parser = argparse.ArgumentParser(prog="rmq-registry", description="A horizontally scaled route registry for RocketMQ")
+    parser.add_argument("--version", action="version", version=f"rmq-registry {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run a registry worker (HTTP API and expiry scanner)")
     serve.add_argument("--host", help="listen address (RMQ_HOST, default 0.0.0.0)")

@@ -35,13 +35,44 @@ def env_name(field: str) -> str:
     return "REDIS_URL" if field == "redis_url" else "RMQ_" + field.upper()
 
 
-Port = Annotated[int, Field(ge=1, le=65535)]
-PortOrOff = Annotated[int, Field(ge=0, le=65535)]  # 0: off
-Positive = Annotated[int, Field(ge=1)]  # intervals, timeouts, sizes: 0 would spin or refuse everything
-NonNegative = Annotated[int, Field(ge=0)]  # durations and counts where 0 means none or off
-# in any case, as Python's logging takes it ("info" is INFO)
-LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
-                     BeforeValidator(lambda v: v.strip().upper() if isinstance(v, str) else v)]
+def _as_int(value: object) -> object:
+    """A number written as the 0.1.0 release read it, with Python's int() (spaces around
+    it, a sign, '_' between digits, any script's digits), so a setting it took still starts
+    this one; anything else is left for the model to refuse."""
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _as_bool(value: object) -> object:
+    """Spaces around a true/false word, as the 0.1.0 release read it."""
+    return value.strip() if isinstance(value, str) else value
+
+
+# the names Python's logging takes besides the five levels, which the 0.1.0 release passed
+# to it as they were: WARN and FATAL are its aliases; NOTSET on the root logger lets every
+# record through, which DEBUG, the lowest level the worker logs at, does too
+LOG_LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL", "NOTSET": "DEBUG"}
+
+
+def _log_level(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    level = value.strip().upper()
+    return LOG_LEVEL_ALIASES.get(level, level)
+
+
+Int = Annotated[int, BeforeValidator(_as_int)]
+Port = Annotated[Int, Field(ge=1, le=65535)]
+PortOrOff = Annotated[Int, Field(ge=0, le=65535)]  # 0: off
+Positive = Annotated[Int, Field(ge=1)]  # intervals, timeouts, sizes: 0 would spin or refuse everything
+NonNegative = Annotated[Int, Field(ge=0)]  # durations and counts where 0 means none or off
+Flag = Annotated[bool, BeforeValidator(_as_bool)]
+# in any case, as Python's logging takes it ("info" is INFO; its aliases as their level)
+LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_log_level)]
 
 
 class Settings(BaseModel):
@@ -52,7 +83,7 @@ class Settings(BaseModel):
 
     redis_url: Annotated[str | None, Field(description=(
         "a redis://, rediss://, unix:// or redis+sentinel:// URL, user name and password percent-encoded"))] = None
-    redis_cluster: bool = False
+    redis_cluster: Flag = False
     host: str = "0.0.0.0"
     port: Port = 8080
     # RocketMQ's own protocol (TCP); 0 = off. The environment's default is 9876 (from_env),
@@ -68,20 +99,20 @@ class Settings(BaseModel):
     redis_timeout_ms: Positive = 1_000
     redis_start_timeout_ms: NonNegative = 30_000
     max_body_bytes: Positive = 4 * 1024 * 1024
-    order_message_enable: bool = False
-    delete_topic_with_broker_registration: bool = False
-    support_acting_master: bool = False
-    notify_min_broker_id_changed: bool = False
+    order_message_enable: Flag = False
+    delete_topic_with_broker_registration: Flag = False
+    support_acting_master: Flag = False
+    notify_min_broker_id_changed: Flag = False
     max_queue_nums: Positive = 1024
     max_topics_per_registration: Positive = 100_000
-    version_poll_ms: Annotated[int, Field(ge=1, description=(
+    version_poll_ms: Annotated[Int, Field(ge=1, description=(
         "an integer of at least 1, below RMQ_MAX_STALENESS_MS unless that is 0"))] = 500
     max_staleness_ms: NonNegative = 1_000  # 0: no read cache
     watch_max_ms: NonNegative = 120_000
     stale_max_ms: NonNegative = 120_000
     # on by default: brokers' clients expect a NameServer that answers routes from memory
     # through a store outage (a Sentinel failover's ~5 s), as Java's does
-    remoting_stale_reads: bool = True
+    remoting_stale_reads: Flag = True
     cache_max_entries: NonNegative = 200_000
     cache_max_bytes: NonNegative = 512 * 1024 * 1024
     cache_negative_entries: NonNegative = 10_000
@@ -91,7 +122,7 @@ class Settings(BaseModel):
     remoting_white_addresses: Annotated[str | None, Field(description=(
         "RocketMQ address patterns or CIDR prefixes, space-separated; needs RMQ_AUTH_TOKENS_FILE"))] = None
     # every RocketMQ connection starts with a PROXY protocol (v1 or v2) header
-    remoting_proxy_protocol: bool = False
+    remoting_proxy_protocol: Flag = False
     log_level: LogLevel = "INFO"
     log_format: Literal["text", "json"] = "text"
     drain_ms: NonNegative = 0
@@ -101,7 +132,7 @@ class Settings(BaseModel):
     remoting_max_connections: Positive = 10_000
     remoting_frame_timeout_ms: Positive = 30_000
     # a frame of the largest size must fit
-    remoting_frame_buffer_bytes: Annotated[int, Field(ge=16 * 1024 * 1024)] = 96 * 1024 * 1024
+    remoting_frame_buffer_bytes: Annotated[Int, Field(ge=16 * 1024 * 1024)] = 96 * 1024 * 1024
     http_backlog: Positive = 1024
     http_header_timeout_ms: Positive = 10_000
     http_body_timeout_ms: Positive = 30_000

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from service import __version__
 from service.liveness import LATE_FRACTION
 from service.models import SKIP_REASONS
 from service.removals import CAUSES
@@ -55,6 +56,10 @@ class CoreCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         registry, stats = self.registry, self.scanner.stats
+        # which release each worker runs, so a rollout's mix shows (count by (version) (rmq_build_info))
+        build = GaugeMetricFamily("rmq_build_info", "1, labelled with the release this worker runs", labels=["version"])
+        build.add_metric([__version__], 1)
+        yield build
         yield labelled("rmq_table_changes", "changes this worker applied, by script (register, heartbeat, ...)",
                        "script", registry.operations, CHANGE_SCRIPTS)
         yield labelled("rmq_skipped_topic_configs", "topic configs left out of registrations this worker applied, by reason",

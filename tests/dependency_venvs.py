@@ -72,7 +72,7 @@ def venv(name: str, requirements: list[str], extras: str = "") -> Path:
     digest = hashlib.sha256("\n".join([PYPROJECT.read_text(), sys.version, extras, *requirements]).encode())
     path = root() / f"{name}-{digest.hexdigest()[:12]}"
     made = path / "made"  # written last: a venv without it was interrupted, and is made again
-    with _locked(path):
+    with locked(path):
         if made.exists():
             return path
         # made where it stays: a venv's scripts name its interpreter by its path
@@ -92,12 +92,12 @@ def venv(name: str, requirements: list[str], extras: str = "") -> Path:
 def upgrade(venv: Path, *packages: str) -> None:
     """`packages` brought to their newest releases in `venv`, one process at a time (two
     suites may share the venv)."""
-    with _locked(venv):
+    with locked(venv):
         pip(venv, "install", "--upgrade", *packages)
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """One process builds a given venv at a time (two suites may run side by side)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "w") as lock:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from aiohttp.test_utils import TestClient
 
+import service
+
 from service.http.app_keys import CACHE
 from service.worker import create_app
 from service.config import ENV, Settings, StartupError, from_env
@@ -15,9 +17,9 @@ from tests.calls import register, route
 from tests.waits import until
 
 
-async def test_healthz_answers_ok(client: TestClient) -> None:
+async def test_healthz_answers_ok_and_the_release(client: TestClient) -> None:
     resp = await client.get("/healthz")
-    assert resp.status == 200 and await resp.json() == {"status": "ok"}
+    assert resp.status == 200 and await resp.json() == {"status": "ok", "version": service.__version__}
 
 
 async def test_readyz_answers_ready_with_redis_up(client: TestClient) -> None:

@@ -70,7 +70,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "AddResult": {"type": "object", "properties": {"addTopicCount": _INT}},
     "KvValue": {"type": "object", "properties": {"value": _STR}},
     "KvTable": {"type": "object", "properties": {"table": {"type": "object", "additionalProperties": _STR}}},
-    "Status": {"type": "object", "properties": {"status": _STR}},
+    "Status": {"type": "object", "properties": {"status": _STR, "version": _STR}},
     "Readiness": {"type": "object", "properties": {
         "status": {**_STR, "description": "ready, or not ready (503, with the API's error and message)"},
         "writes": {**_STR, "description": "ok, or refused: <causes> while Redis refuses writes"},

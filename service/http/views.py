@@ -12,6 +12,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
+from service import __version__
 from service.cache import ANY, CLUSTER, Answer, ReadCache, make_answer
 from service.http.app_keys import OPENAPI, WATCHES, node
 from service.http.errors import ApiError, error_response, invalid, topic_not_exist
@@ -397,7 +398,7 @@ async def kv_table(request: web.Request) -> web.Response:
 
 # ---------------------------------------------------------------------- operations
 async def healthz(request: web.Request) -> web.Response:
-    return json_response({"status": "ok"})
+    return json_response({"status": "ok", "version": __version__})
 
 
 async def readyz(request: web.Request) -> web.Response:

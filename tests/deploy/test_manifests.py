@@ -115,7 +115,7 @@ def test_manifest_valid_against_openapi_schema(path: Path, version: str):
 def test_executor_pod_template_valid(version: str):
     pod = executor_template()
     # the template is completed by Spark (image, args); give it what the schema requires
-    pod["spec"]["containers"][0].setdefault("image", "rmq-registry-analytics:0.1.0")
+    pod["spec"]["containers"][0].setdefault("image", "rmq-registry-analytics:0.2.0")
     pod.setdefault("metadata", {})["name"] = "executor"
     kubernetes_validate.validate(pod, version, strict=True)
 

@@ -41,7 +41,7 @@ def test_the_walkthrough_overlay_renders_with_the_pushed_images_and_no_placehold
     assert not [d for d in docs if d["kind"] == "Secret"], "the placeholder Secrets must stay out"
     images = {c["image"] for d in docs if d["kind"] in ("Deployment", "StatefulSet", "CronJob")
               for c in m.pod_template(d)["spec"]["containers"] if "rmq-registry" in c["image"]}
-    assert images and all(i.startswith("registry.example.com/team/rmq-registry") and i.endswith(":0.1.0")
+    assert images and all(i.startswith("registry.example.com/team/rmq-registry") and i.endswith(":0.2.0")
                           for i in images), images
     assert all(d["metadata"].get("namespace") == m.NAMESPACE for d in docs if d["kind"] != "Namespace")
 
@@ -58,6 +58,6 @@ def test_the_walkthrough_overlay_gives_the_spark_executors_the_pushed_analytics_
     docs = render(overlay(tmp_path, [variant]))
     cron = m.one("CronJob", "rmq-analytics", docs=docs)
     container = m.pod_template(cron)["spec"]["containers"][0]
-    assert container["image"] == "registry.example.com/team/rmq-registry-analytics:0.1.0"
+    assert container["image"] == "registry.example.com/team/rmq-registry-analytics:0.2.0"
     assert m.env_of(container)["SPARK_EXECUTOR_IMAGE"]["value"] == container["image"]
     assert '--conf spark.kubernetes.container.image="$SPARK_EXECUTOR_IMAGE"' in container["args"][0]
