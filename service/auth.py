@@ -71,7 +71,7 @@ def parse_credentials(text: str) -> tuple[list[tuple[str, str]], dict[str, KeyPa
     return tokens, keys
 
 
-# The shipped example secrets (k8s/secrets.yaml) start with it: public, so never credentials.
+# Earlier releases' example secrets (k8s/secrets.yaml) start with it: public, so never credentials.
 PLACEHOLDER = "REPLACE-ME"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import ssl
 import sys
 
 import logging
@@ -70,7 +71,33 @@ def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         credentials = Credentials(args.access_key, secret)
     if args.zone is not None and not args.zone.strip():
         parser.error("--zone must name a zone (the brokers' -Drocketmq.zone), not be blank")
-    return run(args.a, args.b, args.in_flight, args.timeout, credentials, args.most, args.zone)
+    return run(args.a, args.b, args.in_flight, args.timeout, credentials, args.most, args.zone,
+               _compare_tls(parser, args))
+
+
+def _compare_tls(parser: argparse.ArgumentParser,
+                 args: argparse.Namespace) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+    """The client TLS for each NameServer (None: plain), from --tls/--tls-a/--tls-b and the
+    tls.client.* equivalents; a bad one ends the command with one line, exit 2."""
+    from service.remoting.compare import tls_context
+
+    sides = (args.tls or args.tls_a, args.tls or args.tls_b)
+    given = [f"--{name.replace('_', '-')}" for name in ("tls_trust_cert", "tls_cert", "tls_key", "tls_insecure")
+             if getattr(args, name)]
+    if not any(sides):
+        if given:
+            parser.error(f"{given[0]} needs --tls (or --tls-a, --tls-b)")
+        return None, None
+    if args.tls_insecure and args.tls_trust_cert:
+        parser.error("--tls-insecure checks no certificate: --tls-trust-cert would be ignored")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.error("--tls-cert and --tls-key go together (the client's certificate and its key)")
+    try:
+        context = tls_context(args.tls_trust_cert, args.tls_cert, args.tls_key,
+                              os.environ.get("RMQ_COMPARE_TLS_KEY_PASSWORD"), args.tls_insecure)
+    except ValueError as e:
+        parser.error(f"TLS: {e}")
+    return (context if sides[0] else None), (context if sides[1] else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +127,19 @@ def main(argv: list[str] | None = None) -> int:
                                         "(-Drocketmq.zone.mode=true -Drocketmq.zone=ZONE) and compare those too")
     compare.add_argument("--access-key", help="sign requests (ACL) with this access key; the secret key comes from "
                                               "RMQ_COMPARE_SECRET_KEY")
+    # TLS as RocketMQ's clients and tools take it (-Dtls.enable=true, TlsSystemConfig's tls.client.*)
+    compare.add_argument("--tls", action="store_true", help="read both NameServers over TLS (-Dtls.enable=true)")
+    compare.add_argument("--tls-a", action="store_true", help="read only the first one over TLS")
+    compare.add_argument("--tls-b", action="store_true", help="read only the second one over TLS")
+    compare.add_argument("--tls-trust-cert", metavar="PEM", help="check the servers' certificates against this CA "
+                                                                 "(tls.client.trustCertPath; default: the system's)")
+    compare.add_argument("--tls-insecure", action="store_true",
+                         help="check no server certificate (tls.client.authServer=false, RocketMQ's default)")
+    compare.add_argument("--tls-cert", metavar="PEM", help="the client's certificate, for a server that asks for one "
+                                                           "(tls.client.certPath; with --tls-key)")
+    compare.add_argument("--tls-key", metavar="PEM",
+                         help="its key (tls.client.keyPath); an encrypted key's password comes from "
+                              "RMQ_COMPARE_TLS_KEY_PASSWORD (tls.client.keyPassword)")
     sub.add_parser("analytics", help="run a PySpark analytics job: rmq-registry analytics --help")
 
     args = parser.parse_args(argv)

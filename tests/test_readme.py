@@ -101,3 +101,13 @@ def test_readme_shell_block_runs_as_written(block: Block, walkthrough_worker: Ca
     out, err = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
     assert proc.returncode == 0, f"{block.where(README)} exited {proc.returncode}:\n{err[-2000:]}"
     assert out == shown_output(block.text), block.where(README)
+
+
+def test_every_server_a_runnable_block_starts_listens_on_the_loopback_only() -> None:
+    """They run with no password and authentication off: another host must not reach them."""
+    for block in runnable():
+        for line in block.text.replace("\\\n", " ").splitlines():
+            if re.search(r"^\s*[^#]*redis-server\b", line):
+                assert "--bind 127.0.0.1" in line, (block.where(README), line)
+            if re.search(r"^\s*[^#]*(scripts/serve|rmq-registry serve)\b", line):
+                assert "--host 127.0.0.1" in line, (block.where(README), line)

@@ -2,12 +2,13 @@
 (at most ``in_flight`` at once) and answers matched by opaque. What `rmq-registry compare`
 reads two NameServers with; it speaks as a 5.3.3 Java client does (JSON headers, request
 version 479, so routes come back in standard JSON), signing each request when given an
-access key (RocketMQ's AclClientRPCHook)."""
+access key (RocketMQ's AclClientRPCHook), over TLS when given a client context."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -36,10 +37,12 @@ def parse_address(addr: str) -> tuple[str, int]:
 
 class NameServerClient:
     def __init__(self, addr: str, in_flight: int = 64, timeout_s: float = 10.0,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.addr = addr
         self.timeout_s = timeout_s
         self.credentials = credentials
+        self.tls = tls
+        self._answered = False
         self._slots = asyncio.Semaphore(in_flight)
         self._opaque = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Command]] = {}
@@ -50,7 +53,10 @@ class NameServerClient:
     async def __aenter__(self) -> "NameServerClient":
         host, port = parse_address(self.addr)
         try:
-            self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.timeout_s)
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=self.tls), self.timeout_s)
+        except ssl.SSLError as e:  # before OSError, its base: the handshake, not the connection
+            raise ClientError(f"{self.addr}: TLS handshake failed: {e}") from None
         except (OSError, asyncio.TimeoutError) as e:
             raise ClientError(f"{self.addr}: cannot connect: {e or 'timed out'}") from None
         self._reading = asyncio.create_task(self._read_answers())
@@ -70,15 +76,22 @@ class NameServerClient:
                 if not 0 < length <= codec.MAX_FRAME:
                     raise ClientError(f"{self.addr}: a frame of {length} bytes")
                 answer = codec.decode_payload(await self._reader.readexactly(length))
+                self._answered = True
                 waiter = self._waiting.pop(answer.opaque, None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(answer)
         except (OSError, asyncio.IncompleteReadError, codec.FrameError, ClientError) as e:
-            error = e if isinstance(e, ClientError) else ClientError(f"{self.addr}: connection lost: {e}")
+            error = e if isinstance(e, ClientError) else ClientError(f"{self.addr}: connection lost: {e}{self._hint()}")
             for waiter in self._waiting.values():
                 if not waiter.done():
                     waiter.set_exception(error)
             self._waiting.clear()
+
+    def _hint(self) -> str:
+        # a NameServer taking TLS only (tls.server.mode=enforcing) closes a plain connection unanswered
+        if self.tls is None and not self._answered:
+            return " (closed before any answer: does it take TLS only?)"
+        return ""
 
     async def call(self, code: int, ext: dict[str, str] | None = None) -> Command:
         """The answer to one request (whatever its code)."""

@@ -11,12 +11,15 @@ config, its filter servers. Routes are read
 twice when they differ (a broker may have re-registered between the two reads): only
 what differs both times is reported. With a zone (``--zone``), every route is also read
 as a client in that zone's zone mode asks it (RocketMQ 5's ZoneRouteRPCHook) and compared
-the same way, its lines naming the zone.
+the same way, its lines naming the zone. Over TLS (``--tls``), each NameServer or one of
+them is read with the client TLS settings RocketMQ's own clients and tools take
+(TlsSystemConfig's ``tls.client.*``: see ``tls_context``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import sys
 import time
 from dataclasses import dataclass, field
@@ -184,14 +187,56 @@ async def _compare_routes(report: Report, ca: NameServerClient, cb: NameServerCl
                 report.differ(line)
 
 
+def _no_password() -> str:
+    raise ValueError("the key is encrypted: give its password in RMQ_COMPARE_TLS_KEY_PASSWORD")
+
+
+def tls_context(trust_cert: str | None = None, cert: str | None = None, key: str | None = None,
+                key_password: str | None = None, insecure: bool = False) -> ssl.SSLContext:
+    """A client's TLS as RocketMQ's client takes it (``-Dtls.enable=true`` and TlsSystemConfig's
+    ``tls.client.*``): the server's certificate checked against `trust_cert`
+    (``tls.client.trustCertPath``; the system's CAs without it), its name too, unless
+    `insecure` (``tls.client.authServer=false``, RocketMQ's default, which checks nothing);
+    a certificate of its own for a server that asks for one (``tls.client.certPath``,
+    ``keyPath``, ``keyPassword``). ValueError, naming the file, when one cannot be used."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # certificate and host name checked
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif trust_cert:
+        _load(trust_cert, lambda: context.load_verify_locations(cafile=trust_cert))
+    else:
+        context.load_default_certs()
+    if cert or key:
+        if not (cert and key):
+            raise ValueError("a client certificate needs both the certificate and its key")
+        _load(f"{cert} and {key}", lambda: context.load_cert_chain(
+            cert, key, key_password if key_password is not None else _no_password))
+    return context
+
+
+def _load(what: str, load: Callable[[], None]) -> None:
+    try:
+        load()
+    except ValueError as e:  # _no_password's
+        raise ValueError(f"{what}: {e}") from None
+    except OSError as e:  # ssl.SSLError included: not PEM, a key not the certificate's, a wrong password
+        reason = e.strerror or str(e)
+        if "PEM lib" in reason:  # OpenSSL's whole word on a chain it cannot load
+            reason = "not a PEM certificate and its PEM key, or a wrong key password"
+        raise ValueError(f"{what}: {reason}") from None
+
+
 async def compare(a: str, b: str, in_flight: int = 64, timeout_s: float = 10.0,
                   credentials: Credentials | None = None, progress_out: Any = sys.stderr,
-                  zone: str | None = None) -> Report:
+                  zone: str | None = None,
+                  tls: tuple[ssl.SSLContext | None, ssl.SSLContext | None] = (None, None)) -> Report:
     """The differences between NameServers `a` and `b` (host:port each); with `zone`, of
-    the routes in that zone's zone mode too."""
+    the routes in that zone's zone mode too; `tls`: the client TLS for `a` and for `b`
+    (None: plain)."""
     report = Report(a, b)
-    async with NameServerClient(a, in_flight, timeout_s, credentials) as ca, \
-            NameServerClient(b, in_flight, timeout_s, credentials) as cb:
+    async with NameServerClient(a, in_flight, timeout_s, credentials, tls[0]) as ca, \
+            NameServerClient(b, in_flight, timeout_s, credentials, tls[1]) as cb:
         info_a, info_b = await asyncio.gather(ca.cluster_info(), cb.cluster_info())
         compare_clusters(report, info_a, info_b)
         topics_a, topics_b = await asyncio.gather(ca.topics(), cb.topics())
@@ -223,11 +268,11 @@ def print_report(report: Report, out: Any = sys.stdout, most: int | None = None)
 
 
 def run(a: str, b: str, in_flight: int, timeout_s: float, credentials: Credentials | None, most: int | None,
-        zone: str | None = None) -> int:
+        zone: str | None = None, tls: tuple[ssl.SSLContext | None, ssl.SSLContext | None] = (None, None)) -> int:
     """The command: 0 when both answer the same, 1 when anything differs, 2 when either
     cannot be read."""
     try:
-        report = asyncio.run(compare(a, b, in_flight, timeout_s, credentials, zone=zone))
+        report = asyncio.run(compare(a, b, in_flight, timeout_s, credentials, zone=zone, tls=tls))
     except (ClientError, ValueError) as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from service.config import ENV, from_env
-from tests.deploy._common import API_MD_OPERATION_PATHS, DOCKERFILE, K8S, app_paths, pyproject
+from tests.deploy._common import (API_MD_OPERATION_PATHS, DOCKERFILE, GENERATED, K8S, app_paths, created_secrets,
+                                  pyproject, readme_kubernetes_block)
 
 VARIANT = K8S / "variants" / "spark-on-k8s"
 K8S_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
@@ -155,7 +156,7 @@ def test_kustomize_build(tmp_path: Path, with_variant: bool):
     assert out.returncode == 0, out.stderr
     docs = [d for d in yaml.safe_load_all(out.stdout) if d]
     kinds = {d["kind"] for d in docs}
-    assert {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ConfigMap", "Secret",
+    assert {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ConfigMap",
             "StatefulSet", "CronJob", "NetworkPolicy"} <= kinds
     for d in docs:
         for version in K8S_VERSIONS:
@@ -266,8 +267,11 @@ def test_env_names_are_config_env_names():
     _check_env_names(patched, "analytics (spark-on-k8s)")
 
 
+# The Secrets README's first Kubernetes command creates (k8s/ ships none): name -> keys.
+CREATED = created_secrets(readme_kubernetes_block())
+
+
 def test_secret_and_configmap_references_resolve():
-    secrets = {d["metadata"]["name"]: d for d in BASE if d["kind"] == "Secret"}
     configmaps = {d["metadata"]["name"]: d for d in BASE if d["kind"] == "ConfigMap"}
     for w in workloads():
         spec = pod_template(w)["spec"]
@@ -276,23 +280,35 @@ def test_secret_and_configmap_references_resolve():
                 ref = e.get("valueFrom", {})
                 if "secretKeyRef" in ref:
                     r = ref["secretKeyRef"]
-                    assert r["key"] in secrets[r["name"]]["stringData"], (w["metadata"]["name"], e["name"])
+                    assert r["key"] in CREATED.get(r["name"], {}), (w["metadata"]["name"], e["name"])
                 if "configMapKeyRef" in ref:
                     r = ref["configMapKeyRef"]
                     assert r["key"] in configmaps[r["name"]]["data"], (w["metadata"]["name"], e["name"])
         for v in spec.get("volumes", []):
             if "secret" in v:
-                s = secrets[v["secret"]["secretName"]]
+                keys = CREATED.get(v["secret"]["secretName"], {})
                 for item in v["secret"].get("items", []):
-                    assert item["key"] in s["stringData"]
+                    assert item["key"] in keys, (w["metadata"]["name"], v["name"])
 
 
-def test_secrets_are_labelled_placeholders():
-    for s in (d for d in BASE if d["kind"] == "Secret"):
-        assert "stringData" in s and "data" not in s
-        assert "replace" in s["metadata"]["annotations"]["rmq-registry/example"].lower()
-        for key, value in s["stringData"].items():
-            assert "REPLACE-ME" in value, f"Secret {s['metadata']['name']}/{key} is not an obvious placeholder"
+def test_k8s_ships_no_secret():
+    """A Secret in k8s/ would be applied by `kubectl apply -k k8s/` over the real one
+    created before it: a placeholder password would reach Redis."""
+    assert not [(p.name, d["metadata"]["name"]) for p in manifest_files() for d in load(p) if d["kind"] == "Secret"]
+
+
+def test_readmes_first_kubernetes_command_creates_generated_secrets_before_applying():
+    """Redis and the workers start only on Secrets made on the spot: every key the command
+    creates is generated (openssl rand / python secrets), and created before the apply."""
+    block = readme_kubernetes_block()
+    before_apply = block.split("kubectl apply -k k8s/", 1)[0]
+    assert "REPLACE-ME" not in block
+    assert created_secrets(before_apply) == CREATED and CREATED
+    for name, keys in CREATED.items():
+        for key, source in keys.items():
+            made = GENERATED.findall(source)
+            slots = source.count("%s") if "printf" in source else 1
+            assert made and len(made) >= slots, f"Secret {name}/{key} is not generated: {source!r}"
 
 
 def test_redis_url_points_at_the_redis_service_with_the_secret_password():

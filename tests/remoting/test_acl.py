@@ -22,6 +22,7 @@ from tests.remoting.client import RemotingClient, request, signed
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import identity, register, route
 from tests.tables import snapshot
+from tests.waits import BOUND_S, until
 
 KEYS = "broker bk broker-secret\nadmin ak admin-secret\nbroker bearer-token-for-http\n"
 BROKER_KEY, ADMIN_KEY = ("bk", "broker-secret"), ("ak", "admin-secret")
@@ -225,3 +226,42 @@ async def test_a_tokens_file_gone_unreadable_refuses_every_signed_request(secure
     assert (answer.code, answer.remark) == (codes.SYSTEM_ERROR, REFUSED + "No acl config for ak")
     assert snapshot(r) == {}
     assert (await rmq.call(route("TopicTest"))).code == codes.TOPIC_NOT_EXIST  # open reads still answered
+
+
+# ---------------------------------------------------------------------- rotating key pairs (docs/deploy.md)
+async def answer_code(rmq: RemotingClient, key: tuple[str, str]) -> tuple[int, str]:
+    answer = await rmq.call(signed(request(codes.BROKER_HEARTBEAT, identity(registration())), *key))
+    return answer.code, answer.remark or ""
+
+
+async def test_a_key_pair_rotates_without_a_refusal_through_a_new_access_key(secured: Any, tokens: Path) -> None:
+    """docs/deploy.md's steps: the new pair beside the old (both accepted), then the old line
+    removed (only the old refused), on one worker that never restarts."""
+    rmq = await secured()
+    assert (await rmq.call(signed(register(registration()), *BROKER_KEY))).code == codes.SUCCESS
+    tokens.write_text(KEYS + "broker bk2 broker-secret-2\n")
+    assert await until(lambda: _accepted(rmq, ("bk2", "broker-secret-2")), BOUND_S, "the new pair accepted")
+    assert (await answer_code(rmq, BROKER_KEY))[0] == codes.SUCCESS  # the old one still is
+    tokens.write_text(KEYS.replace("broker bk broker-secret\n", "") + "broker bk2 broker-secret-2\n")
+    assert await until(lambda: _refused(rmq, BROKER_KEY), BOUND_S, "the old pair refused")
+    assert await answer_code(rmq, BROKER_KEY) == (codes.SYSTEM_ERROR, REFUSED + "No acl config for bk")
+    assert (await answer_code(rmq, ("bk2", "broker-secret-2")))[0] == codes.SUCCESS
+
+
+async def test_a_secret_key_changed_in_place_refuses_the_old_secret_at_once(secured: Any, tokens: Path) -> None:
+    """One secret key per access key: a second line with the same access key replaces the
+    first (the last wins), so rotating in place leaves no window where both sign."""
+    rmq = await secured()
+    assert (await rmq.call(signed(register(registration()), *BROKER_KEY))).code == codes.SUCCESS
+    tokens.write_text(KEYS + "broker bk broker-secret-2\n")
+    assert await until(lambda: _accepted(rmq, ("bk", "broker-secret-2")), BOUND_S, "the new secret accepted")
+    refused = (codes.SYSTEM_ERROR, REFUSED + "Check signature failed for accessKey=bk")
+    assert await answer_code(rmq, BROKER_KEY) == refused
+
+
+async def _accepted(rmq: RemotingClient, key: tuple[str, str]) -> bool:
+    return (await answer_code(rmq, key))[0] == codes.SUCCESS
+
+
+async def _refused(rmq: RemotingClient, key: tuple[str, str]) -> bool:
+    return (await answer_code(rmq, key))[0] == codes.SYSTEM_ERROR

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import ssl
 import sys
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -27,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 OPEN: list[RemotingClient] = []
 
 
-async def registered(worker: Worker, *registrations: Any) -> None:
+async def registered(worker: Worker, *registrations: Any, tls: ssl.SSLContext | None = None) -> None:
     """Registered over a connection that stays open (its close would remove the brokers)."""
-    client = await RemotingClient.connect(worker.port)
+    client = await RemotingClient.connect(worker.port, tls=tls)
     OPEN.append(client)
     for cmd in registrations:
         answer = await client.call(cmd)
