@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import socket
 import ssl
 import struct
@@ -26,10 +25,6 @@ from tests.remoting.conftest import Worker
 from tests.remoting.frames import register, route
 from tests.remoting.test_proxy_protocol import v1, v2
 from tests.tls_certs import Certs, insecure_client, make_certs
-
-
-# a worker makes its self-signed certificate with the openssl command (Debian's ca-certificates needs it)
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl command is not installed")
 
 
 @pytest.fixture(scope="module")
