@@ -1,8 +1,9 @@
 """Logging: text for a terminal, one JSON object per line for a cluster's log pipeline,
-each line carrying the id of the request it was written for; and the lines both fronts
-write per request, at most one per key and window (``WindowedLog``): refusals per client
-address and minute (``RefusalLog``), Redis failures per kind every 5 s
-(``redis_failure_log``)."""
+each line carrying the id of the request it was written for; and every line the workers
+may write at request rate, at most one per key and window (``WindowedLog``): refusals per
+client address and minute (``RefusalLog``), Redis failures per kind every 5 s
+(``redis_failure_log``), Redis' refusals per cause (store.py), connections over the cap
+(remoting/server.py), busy registrations (registry.py), failed removals (removals.py)."""
 
 from __future__ import annotations
 
@@ -93,8 +94,9 @@ class WindowedLog:
     no more memory than this. Runs on the event loop (the summaries are its timers)."""
 
     def __init__(self, logger: logging.Logger, every: float, noun: tuple[str, str], of: str = "from {}",
-                 max_keys: int = REFUSAL_SOURCES, other_keys: str = OTHER_SOURCES) -> None:
+                 max_keys: int = REFUSAL_SOURCES, other_keys: str = OTHER_SOURCES, level: int = logging.WARNING) -> None:
         self.log = logger
+        self.level = level
         self.every = every
         self.noun = noun  # (one, several): what a held-back line is, in the summary
         self.of = of  # how the summary names the key
@@ -103,13 +105,13 @@ class WindowedLog:
         self._windows: dict[str, _Window] = {}
 
     def write(self, key: str, line: str) -> None:
-        """A warning `line` of `key`: written now, or held back and counted."""
+        """A `line` of `key` (at ``level``): written now, or held back and counted."""
         key = key if key in self._windows or len(self._windows) < self.max_keys else self.other_keys
         window = self._windows.get(key)
         if window is None:
             loop = asyncio.get_running_loop()
             self._windows[key] = window = _Window(loop.time())
-            self.log.warning("%s", line)
+            self.log.log(self.level, "%s", line)
             window.timer = loop.call_at(window.since + self.every, self._window_ends, key)
             return
         window.held += 1
@@ -122,8 +124,8 @@ class WindowedLog:
             return
         loop = asyncio.get_running_loop()
         noun = self.noun[0] if window.held == 1 else self.noun[1]
-        self.log.warning("... and %d more %s %s in the last %g s, the last: %s", window.held, noun, self.of.format(key),
-                         self.every, window.last)
+        self.log.log(self.level, "... and %d more %s %s in the last %g s, the last: %s", window.held, noun,
+                     self.of.format(key), self.every, window.last)
         window.since, window.held, window.last = loop.time(), 0, ""
         window.timer = loop.call_at(window.since + self.every, self._window_ends, key)
 

@@ -32,6 +32,7 @@ from service import redis_cluster
 from service.config import Settings
 from service.redis_url import SENTINEL_SCHEME, parse_sentinel_url
 from service.keys import Keys
+from service.logs import WindowedLog
 
 log = logging.getLogger(__name__)
 
@@ -141,24 +142,19 @@ def refusal_cause(exc: BaseException) -> str | None:
 
 @dataclass
 class Refusals:
-    """Redis' refusals by cause, for /metrics and /readyz, logged once per burst."""
-
-    counts: Counter[str] = field(default_factory=Counter)
-    last: dict[str, float] = field(default_factory=dict)  # cause -> monotonic time of the last one
-    _logged: dict[str, tuple[float, int]] = field(default_factory=dict)  # cause -> (logged at, count then)
+    """Redis' refusals by cause, for /metrics and /readyz, logged a line per cause and burst."""
 
     BURST_S = 10.0
 
+    counts: Counter[str] = field(default_factory=Counter)
+    last: dict[str, float] = field(default_factory=dict)  # cause -> monotonic time of the last one
+    lines: WindowedLog = field(default_factory=lambda: WindowedLog(
+        log, Refusals.BURST_S, ("refusal", "refusals"), of="of this cause ({})", level=logging.ERROR))
+
     def add(self, cause: str, detail: str) -> None:
-        now = time.monotonic()
         self.counts[cause] += 1
-        self.last[cause] = now
-        logged_at, count_then = self._logged.get(cause, (float("-inf"), 0))
-        if now - logged_at >= self.BURST_S:
-            more = self.counts[cause] - count_then - 1
-            log.error("Redis refuses writes: %s (%s)%s", cause, detail,
-                      f"; {more} more refusals since the last report" if more > 0 else "")
-            self._logged[cause] = (now, self.counts[cause])
+        self.last[cause] = time.monotonic()
+        self.lines.write(cause, f"Redis refuses writes: {cause} ({detail})")
 
     def recent(self, within_s: float = BURST_S) -> list[str]:
         """The causes refused within the last `within_s` seconds."""
@@ -373,6 +369,7 @@ class Store:
         return True
 
     async def close(self) -> None:
+        self.refusals.lines.close()
         if self._slot_owner is not None:
             await self._slot_owner.aclose()
         if self.reads is not self.redis:

@@ -1,8 +1,9 @@
 """What pyproject.toml declares is what is tested: a worker started as a user starts it
 serves cached HTTP route reads, with no traceback, on the lowest aiohttp and redis-py the
 declaration admits, on later aiohttp releases (the last of each minor line, and those that
-broke the old connection-handler shortcut), and on the newest; and the HTTP front's and
-the Redis Cluster tests pass on the lowest.
+broke the old connection-handler shortcut), and on the newest; the HTTP front's and the
+Redis Cluster tests pass on the lowest; and the lowest cryptography makes the RocketMQ
+port's self-signed certificate.
 
 Each runs the checkout's code on a venv of its own (tests/dependency_venvs.py: made
 with pip once, then reused). Select them with ``-m dependency_range``, leave them out with
@@ -177,3 +178,25 @@ def test_the_http_front_and_redis_cluster_tests_pass_on_the_lowest_declared_rele
                           cwd=venvs.ROOT, env=venvs.environment(), capture_output=True, text=True, timeout=1100)
     assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
     assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout, done.stdout[-3000:]
+
+
+# a TLS handshake against the worker's self-signed certificate, the client trusting it for "localhost"
+HANDSHAKE = """
+import socket, ssl, threading
+from service.remoting import tls
+ours, theirs = socket.socketpair()
+server = threading.Thread(target=lambda: tls.server_context(None, None).wrap_socket(ours, server_side=True))
+server.start()
+client = ssl.create_default_context(cadata=tls._self_signed()[0].decode())
+with client.wrap_socket(theirs, server_hostname="localhost") as s:
+    print(dict(x[0] for x in s.getpeercert()["subject"])["commonName"])
+server.join()
+"""
+
+
+def test_the_lowest_declared_cryptography_makes_a_certificate_a_tls_client_accepts() -> None:
+    floor = venvs.venv("cryptography-floor", [f"cryptography=={venvs.floor('cryptography')}"])
+    assert same(venvs.version(floor, "cryptography"), venvs.floor("cryptography"))
+    done = subprocess.run([str(venvs.python(floor)), "-c", HANDSHAKE], cwd=venvs.ROOT, env=venvs.environment(),
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "localhost"), (done.stdout + done.stderr)[-3000:]

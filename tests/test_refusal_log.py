@@ -9,7 +9,8 @@ import logging
 import pytest
 
 from service.logs import OTHER_SOURCES, RefusalLog, printable
-from tests.waits import until
+from service.store import Refusals
+from tests.waits import BOUND_S, until
 
 WINDOW = 0.3  # seconds; the worker's is 60
 
@@ -107,3 +108,20 @@ async def test_closing_drops_the_pending_summaries(refusals: RefusalLog, caplog:
 def test_a_clients_text_cannot_break_a_log_line() -> None:
     assert printable("broker-a\nWARNING forged line\r") == "broker-a?WARNING forged line?"
     assert printable("x" * 200, limit=5) == "xxxxx..."
+
+
+async def test_redis_refusals_of_a_cause_in_a_burst_are_one_error_line_and_a_summary_at_its_end(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(Refusals, "BURST_S", WINDOW)
+    caplog.set_level(logging.ERROR, logger="service.store")
+    refusals = Refusals()
+    for i in range(5):
+        refusals.add("out of memory", f"OOM {i}")
+    refusals.add("read only", "READONLY")
+    written = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "service.store"]
+    assert written == [(logging.ERROR, "Redis refuses writes: out of memory (OOM 0)"),
+                       (logging.ERROR, "Redis refuses writes: read only (READONLY)")]
+    await until(lambda: len([r for r in caplog.records if r.name == "service.store"]) == 3, BOUND_S, "the summary")
+    assert caplog.records[-1].getMessage() == (f"... and 4 more refusals of this cause (out of memory) in the last "
+                                               f"{WINDOW:g} s, the last: Redis refuses writes: out of memory (OOM 4)")
+    refusals.lines.close()

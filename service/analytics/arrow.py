@@ -1,84 +1,64 @@
-"""Arrow between the driver's Python and Spark, both ways, without a Python object per row.
+"""Arrow between the driver's Python and Spark, both ways, through pyspark's public API.
 
-pyspark 3.5 takes Arrow only through pandas (``createDataFrame(pandas_df)``), and with
-pandas 3 (string columns backed by Arrow) that path fails and falls back to pickling
-every row: a million queue rows then take 15-25 s. So the batches go the way pyspark's
-own pandas path sends them once converted (an Arrow IPC stream, through a file or, with
-``spark.io.encryption.enabled``, a socket; the JVM reads it with
-``PythonSQLUtils.readArrowStreamFromFile`` / ``ArrowIteratorServer``), minus pandas.
-Back, ``collect`` is ``DataFrame._collect_as_arrow`` (pyspark 4: ``toArrow``): the JVM
-writes Arrow batches, no ``Row`` objects. Both lean on pyspark 3.5 internals (the extra
-pins pyspark 3.5); a pyspark without them sends through pandas with plain string
-objects, slower and equal.
+pyspark 3.5 (the extra pins it: spark-redis's published jars are for its Scala 2.12) takes
+and gives Arrow only through pandas: ``createDataFrame(pandas_frame)`` and ``toPandas()``
+with ``spark.sql.execution.arrow.pyspark.enabled``, each an Arrow stream between the
+driver and the JVM, no ``Row`` object per row. pandas 3's string columns (backed by Arrow)
+are not taken by that path, which would fall back to pickling every row (a million queue
+rows: 15-25 s), so they go as plain string objects, and the fallback is off: a frame Arrow
+cannot take fails here, and in the tests, rather than crawling. (pyspark 4 takes and gives
+a ``pyarrow.Table`` itself: ``createDataFrame(table)``, ``DataFrame.toArrow``.)
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
-log = logging.getLogger("service.analytics")
+
+@contextmanager
+def _arrow(spark: Any, **settings: str) -> Iterator[None]:
+    """pyspark's Arrow conversions on (no fallback) for the block, with `settings`; the
+    session's values are back after it."""
+    settings = {"spark.sql.execution.arrow.pyspark.enabled": "true",
+                "spark.sql.execution.arrow.pyspark.fallback.enabled": "false", **settings}
+    before = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
 
 
 def to_frame(spark: Any, batches: Sequence[Any], schema: Any) -> Any:
     """Arrow record batches (columns named and typed as ``schema``) as a DataFrame.
 
-    The rows are regrouped into one batch per default-parallelism slot: Spark makes a
-    partition of each batch, and a few hundred tiny ones would cost a task each in every
+    pyspark makes a partition of each Arrow batch it sends, so the rows go in one batch per
+    default-parallelism slot: a few hundred tiny partitions would cost a task each in every
     stage that reads the frame.
     """
     import pyarrow as pa
 
-    names = [f.name for f in schema.fields]
-    if not batches or not sum(b.num_rows for b in batches):
+    rows = sum(b.num_rows for b in batches)
+    if not rows:
         return spark.createDataFrame([], schema=schema)
-    table = pa.Table.from_batches(batches).select(names).combine_chunks()
-    parts = max(1, spark.sparkContext.defaultParallelism)
-    regrouped = table.to_batches(max_chunksize=-(-table.num_rows // parts))
-    try:
-        return _stream_to_jvm(spark, regrouped, schema)
-    except (AttributeError, ImportError) as e:  # not pyspark 3.5's internals
-        log.debug("Arrow stream to the JVM unavailable (%s): through pandas", e)
-        return _through_pandas(spark, table, schema)
-
-
-def _stream_to_jvm(spark: Any, batches: Sequence[Any], schema: Any) -> Any:
-    from pyspark.sql import DataFrame
-    from pyspark.sql.pandas.serializers import ArrowStreamSerializer
-
-    sc = spark.sparkContext
-    jvm = sc._jvm
-    jbatches = sc._serialize_to_jvm(batches, ArrowStreamSerializer(),
-                                    lambda path: jvm.PythonSQLUtils.readArrowStreamFromFile(path),
-                                    lambda: jvm.ArrowIteratorServer())
-    df = DataFrame(jvm.PythonSQLUtils.toDataFrame(jbatches, schema.json(), spark._jsparkSession), spark)
-    df._schema = schema
-    return df
-
-
-def _through_pandas(spark: Any, table: Any, schema: Any) -> Any:
-    """The public path: pandas columns of plain objects, which pyspark 3.5's Arrow path accepts."""
-    import pyarrow as pa
-
+    table = pa.Table.from_batches(batches).select([f.name for f in schema.fields])
     frame = table.to_pandas()
     for field in table.schema:
         if pa.types.is_string(field.type):
             frame[field.name] = frame[field.name].astype(object)
-    key = "spark.sql.execution.arrow.pyspark.enabled"
-    before = spark.conf.get(key, "false")
-    spark.conf.set(key, "true")
-    try:
+    per_batch = -(-rows // max(1, spark.sparkContext.defaultParallelism))
+    with _arrow(spark, **{"spark.sql.execution.arrow.maxRecordsPerBatch": str(per_batch)}):
         return spark.createDataFrame(frame, schema=schema)
-    finally:
-        spark.conf.set(key, before)
 
 
 def collect(df: Any) -> Any:
-    """A DataFrame's rows on the driver as one ``pyarrow.Table`` (in the frame's order)."""
+    """A DataFrame's rows on the driver as one ``pyarrow.Table`` of its schema (in its order)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    if hasattr(df, "toArrow"):  # pyspark 4
-        return df.toArrow()
-    batches = df._collect_as_arrow()
-    return pa.Table.from_batches(batches) if batches else to_arrow_schema(df.schema).empty_table()
+    with _arrow(df.sparkSession):
+        frame = df.toPandas()
+    return pa.Table.from_pandas(frame, schema=to_arrow_schema(df.schema), preserve_index=False)

@@ -43,10 +43,9 @@ HISTORY_COLUMNS: list[tuple[str, str]] = [
 _ARROW = {"long": "int64", "string": "string", "integer": "int32", "double": "float64"}
 
 
-def history_schema() -> Any:
-    from pyspark.sql.types import _parse_datatype_string
-
-    return _parse_datatype_string("struct<" + ",".join(f"{n}:{t}" for n, t in HISTORY_COLUMNS) + ">")
+def history_schema() -> str:
+    """The table's Spark schema as DDL, which createDataFrame and read.schema take."""
+    return ", ".join(f"`{n}` {t}" for n, t in HISTORY_COLUMNS)
 
 
 def arrow_schema() -> Any:

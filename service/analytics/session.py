@@ -1,11 +1,12 @@
 """The Spark session of a run: spark-submit's when there is one, else one started here.
 
 spark-submit (and ``PYSPARK_SUBMIT_ARGS``) pass ``--master`` and ``--conf`` to the JVM as
-system properties, which a ``SparkConf`` only sees once the JVM gateway exists. So the
-gateway comes first (``SparkContext._ensure_initialized``: spark-submit's JVM, or one
-pyspark launches), and only then is the conf asked what was set: a master is chosen
-here only when nothing set one, and defaults never replace a value given with ``--conf``.
-A JVM started here gets this process's stderr as its stdout (``streams.py``).
+system properties, which only a conf made in the JVM sees. So the gateway comes first
+(``streams.jvm_gateway``: spark-submit's JVM, or one pyspark launches), the JVM's
+``org.apache.spark.SparkConf`` is asked what was set, and the Spark context is made on that
+gateway: a master is chosen here only when nothing set one, and defaults never replace a
+value given with ``--conf``. A JVM started here gets this process's stderr as its stdout
+(``streams.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 import sys
 from typing import Any, Mapping
 
-from .streams import jvm_stdout_on_stderr, under_spark_submit
+from .streams import jvm_gateway, jvm_stdout_on_stderr, under_spark_submit
 
 log = logging.getLogger("service.analytics")
 
@@ -27,11 +28,9 @@ REDACT = r"(?i)secret|password|token|access[.]key|auth"
 
 
 def submitted_conf() -> Any:
-    """The JVM's Spark conf: spark-submit's ``--master``/``--conf``, spark-defaults.conf."""
-    from pyspark import SparkConf, SparkContext
-
-    SparkContext._ensure_initialized()  # the gateway; a SparkConf made after it reads the JVM's properties
-    return SparkConf()
+    """The JVM's Spark conf (its ``contains`` and ``get``): spark-submit's ``--master`` and
+    ``--conf``, spark-defaults.conf."""
+    return jvm_gateway().jvm.org.apache.spark.SparkConf(True)  # True: with the JVM's system properties
 
 
 def _asked_master(master: str | None, environ: Mapping[str, str]) -> str:
@@ -58,6 +57,7 @@ def ui_off_unless_asked(environ: Mapping[str, str], conf: Any) -> bool:
 
 def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool]:
     """The active session if there is one (tests), else a new one; and whether we made it."""
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -73,11 +73,11 @@ def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool
     else:
         with jvm_stdout_on_stderr():  # the JVM pyspark starts here prints nothing on our stdout
             conf = submitted_conf()
-    builder = SparkSession.builder.appName(APP_NAME)
+    asked = SparkConf().setAppName(APP_NAME)
     if master:
-        builder = builder.master(master)
+        asked.setMaster(master)
     elif not conf.contains("spark.master"):
-        builder = builder.master("local[*]")
+        asked.setMaster("local[*]")
     effective = master or conf.get("spark.master", "local[*]")
     if (effective.startswith("local") and not os.environ.get("PYSPARK_PYTHON")
             and not conf.contains("spark.pyspark.python")):
@@ -100,8 +100,9 @@ def get_spark(master: str | None = None, debug: bool = False) -> tuple[Any, bool
         defaults["spark.ui.enabled"] = "false"
     for key, value in defaults.items():
         if not conf.contains(key) or (key == "spark.ui.showConsoleProgress" and not under_submit):
-            builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+            asked.set(key, value)
+    SparkContext(conf=asked, gateway=jvm_gateway())  # on the JVM whose conf was read: not a second one
+    spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN" if debug else "ERROR")
     sc = spark.sparkContext
     log.info("Spark %s, master %s, app %s, UI %s", spark.version, sc.master, sc.applicationId,

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import sys
@@ -25,6 +26,17 @@ from typing import Any, Iterator
 def under_spark_submit() -> bool:
     """spark-submit runs this process with the port of its JVM's gateway."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+@functools.cache
+def jvm_gateway() -> Any:
+    """The py4j gateway of this process's JVM, one a process: spark-submit's (a connection to
+    the port it passes), else a JVM pyspark launches now (``spark-submit pyspark-shell``, with
+    ``PYSPARK_SUBMIT_ARGS``). The Spark context is later made on it (SparkContext's
+    ``gateway``), so that no second JVM is launched."""
+    from pyspark.java_gateway import launch_gateway
+
+    return launch_gateway()
 
 
 class JvmStream(io.TextIOBase):
@@ -59,11 +71,8 @@ def stderr_apart_from_stdout() -> Iterator[None]:
     if not under_spark_submit():
         yield
         return
-    from pyspark import SparkContext
-
-    SparkContext._ensure_initialized()  # spark-submit's gateway: a connection, not a start
     saved = sys.stderr
-    sys.stderr = JvmStream(SparkContext._jvm.java.lang.System.err)
+    sys.stderr = JvmStream(jvm_gateway().jvm.java.lang.System.err)  # spark-submit's: a connection, not a start
     try:
         yield
     finally:

@@ -36,10 +36,10 @@ import functools
 import logging
 import itertools
 import socket
-import time
 import uuid
 from collections import Counter
 
+from service.logs import WindowedLog
 from service.removals import CONNECTION_CLOSED, Removal
 from service.remoting import codec, codes, proxy, tls
 from service.remoting.byte_budget import ByteBudget
@@ -97,7 +97,8 @@ class RemotingServer:
         self.refused: Counter[str] = Counter()
         self.closed: Counter[str] = Counter()
         self.served: Counter[str] = Counter()  # "plain" / "tls": connections past the cap
-        self._refusal_logged = (float("-inf"), 0)  # (when, refused count then): one line per burst
+        self._refusal_log = WindowedLog(log, 10, ("refused connection", "refused connections"),
+                                        of="over RMQ_REMOTING_MAX_CONNECTIONS")
         self.server: asyncio.Server | tls.Listener | None = None
         self._bound: int | None = None
         self.connections: set[asyncio.Task[None]] = set()
@@ -152,6 +153,7 @@ class RemotingServer:
         if self._sweeper is not None:
             self._sweeper.cancel()
         self.ctx.refusals.close()
+        self._refusal_log.close()
         self.ctx.failures.close()
         while pending := [t for t in self.connections if not t.done()]:
             for task in pending:
@@ -183,13 +185,8 @@ class RemotingServer:
         if len(self.open) + pending < self.max_connections:
             return True
         self.refused["too_many_connections"] += 1
-        now = time.monotonic()
-        logged_at, count_then = self._refusal_logged
-        if now - logged_at >= 10:
-            log.warning("refusing RocketMQ connections: %d open, RMQ_REMOTING_MAX_CONNECTIONS=%d "
-                        "(%d refused since the last report)", len(self.open) + pending, self.max_connections,
-                        self.refused["too_many_connections"] - count_then)
-            self._refusal_logged = (now, self.refused["too_many_connections"])
+        self._refusal_log.write("cap", f"refusing RocketMQ connections: {len(self.open) + pending} open, "
+                                       f"RMQ_REMOTING_MAX_CONNECTIONS={self.max_connections}")
         return False
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

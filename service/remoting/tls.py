@@ -12,8 +12,8 @@ is a plain RocketMQ frame. ``RMQ_REMOTING_TLS_MODE`` takes Java's three modes:
 
 The certificate is ``RMQ_REMOTING_TLS_CERT`` with its key ``RMQ_REMOTING_TLS_KEY`` (PEM);
 without them the worker makes a self-signed one at start, as Java's NameServer does by
-default (its ``tls.test.mode.enable``), with the ``openssl`` command (Python's ``ssl`` can
-load a certificate but not make one). ``RMQ_REMOTING_TLS_CLIENT_CA`` (PEM) asks every TLS
+default (its ``tls.test.mode.enable``), with ``cryptography`` (Python's ``ssl`` can load a
+certificate but not make one). ``RMQ_REMOTING_TLS_CLIENT_CA`` (PEM) asks every TLS
 client for a certificate signed by it (Java's ``tls.server.need.client.auth=require``).
 
 How: in modes permissive and enforcing the port's connections are accepted by Listener
@@ -30,16 +30,20 @@ accept, and one that sends no byte within RMQ_REMOTING_IDLE_MS is closed as idle
 from __future__ import annotations
 
 import asyncio
+import datetime
 import functools
 import logging
 import os
-import shutil
 import socket
 import ssl
-import subprocess
 import tempfile
 from collections import Counter
 from typing import Callable
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from service.config import StartupError
 from service.remoting import proxy
@@ -61,8 +65,7 @@ class Refused(Exception):
 
 def server_context(cert: str | None, key: str | None, client_ca: str | None = None) -> ssl.SSLContext:
     """The server's SSLContext: the given certificate and key (PEM files), or a self-signed
-    pair made now. Raises ssl.SSLError / OSError for files that do not load, RuntimeError
-    when a self-signed certificate cannot be made."""
+    pair made now. Raises ssl.SSLError / OSError for files that do not load."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     if cert is None:
         with tempfile.TemporaryDirectory(prefix="rmq-tls-") as folder:
@@ -84,23 +87,20 @@ def _self_signed() -> tuple[bytes, bytes]:
     """A self-signed P-256 certificate and its key (PEM), made once a process; for
     "localhost", as Netty's SelfSignedCertificate that Java's NameServer uses (a RocketMQ
     client checks no server certificate unless ``tls.client.authServer=true``)."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise RuntimeError("the openssl command is not installed")
-    with tempfile.TemporaryDirectory(prefix="rmq-tls-") as folder:
-        return _openssl_req(openssl, os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem"))
-
-
-def _openssl_req(openssl: str, cert: str, key: str) -> tuple[bytes, bytes]:
-    proc = subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-days", str(SELF_SIGNED_DAYS), "-subj", "/CN=localhost",
-         "-keyout", key, "-out", cert],
-        capture_output=True, text=True, timeout=30, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"openssl req failed: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
-    with open(cert, "rb") as c, open(key, "rb") as k:
-        return c.read(), k.read()
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=SELF_SIGNED_DAYS))
+            # what openssl req -x509 adds: a CA that signs itself, its key named
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
 
 
 class _SocketReader:
@@ -276,20 +276,12 @@ def _reason(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
-def context_for(mode: str, cert: str | None, key: str | None, client_ca: str | None) -> ssl.SSLContext | None:
-    """The server's SSLContext for the settings (mode not disabled). Without a configured
-    certificate a self-signed one is made; when it cannot be, permissive mode serves plain
-    clients only (None; one warning says so) and enforcing mode cannot start."""
+def context_for(mode: str, cert: str | None, key: str | None, client_ca: str | None) -> ssl.SSLContext:
+    """The server's SSLContext for the settings (mode not disabled); without a configured
+    certificate, a self-signed one."""
     try:
         context = server_context(cert, key, client_ca)
     except (ssl.SSLError, OSError) as e:  # checked at start (config.py); changed since
         raise StartupError(f"RMQ_REMOTING_TLS_CERT={cert}: cannot load it with its key: {_reason(e)}") from None
-    except RuntimeError as e:
-        if mode == "enforcing":
-            raise StartupError(f"RMQ_REMOTING_TLS_MODE=enforcing: no certificate configured (RMQ_REMOTING_TLS_CERT, "
-                               f"RMQ_REMOTING_TLS_KEY) and none can be made: {e}") from None
-        log.warning("RocketMQ port: no TLS (cannot make a self-signed certificate: %s); set RMQ_REMOTING_TLS_CERT "
-                    "and RMQ_REMOTING_TLS_KEY, or RMQ_REMOTING_TLS_MODE=disabled", e)
-        return None
     log.info("RocketMQ port: TLS mode %s, %s certificate", mode, "a configured" if cert else "a self-signed")
     return context

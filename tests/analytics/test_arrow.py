@@ -1,5 +1,5 @@
-"""arrow.to_frame / arrow.collect: a million queue rows between the driver and Spark
-without a Python object per row, equal to the public pandas path."""
+"""arrow.to_frame / arrow.collect: queue rows between the driver and Spark through pyspark's
+Arrow conversions (its fallback off: a frame they cannot take fails these tests)."""
 
 from __future__ import annotations
 
@@ -36,15 +36,12 @@ def test_arrow_batches_become_a_frame_of_one_partition_per_core(spark):
     assert sorted(tuple(r) for r in df.collect()) == sorted(want)
 
 
-def test_the_pandas_path_gives_the_same_frame(spark):
-    import pyarrow as pa
-
-    batches = queue_batches([5, 7])
-    table = pa.Table.from_batches(batches)
-    through_jvm = arrow.to_frame(spark, batches, schema("queue"))
-    through_pandas = arrow._through_pandas(spark, table, schema("queue"))
-    assert through_pandas.schema == through_jvm.schema
-    assert sorted(through_pandas.collect()) == sorted(through_jvm.collect())
+def test_the_sessions_arrow_settings_are_as_they_were_after_a_conversion(spark):
+    keys = ("spark.sql.execution.arrow.pyspark.enabled", "spark.sql.execution.arrow.pyspark.fallback.enabled",
+            "spark.sql.execution.arrow.maxRecordsPerBatch")
+    before = [spark.conf.get(k) for k in keys]
+    arrow.collect(arrow.to_frame(spark, queue_batches([5, 7]), schema("queue")))
+    assert [spark.conf.get(k) for k in keys] == before
 
 
 def test_no_batches_give_an_empty_frame_of_the_schema(spark):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import socket
 import ssl
 import struct
@@ -27,10 +26,6 @@ from tests.remoting.frames import register, route
 from tests.remoting.test_proxy_protocol import v1, v2
 from tests.tls_certs import Certs, insecure_client, make_certs
 from tests.waits import BOUND_S, until
-
-
-# a worker makes its self-signed certificate with the openssl command (Debian's ca-certificates needs it)
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl command is not installed")
 
 
 @pytest.fixture(scope="module")
@@ -279,3 +274,19 @@ async def test_the_self_signed_certificate_is_for_localhost_and_signs_itself(wor
     await first.close()
     trusting = ssl.create_default_context(cadata=der)  # the certificate as its own CA, name checked
     assert await read_route(worker, trusting)
+
+
+async def test_connections_refused_over_the_cap_in_a_burst_are_one_warning_line(
+        make_worker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    worker = await make_worker(remoting_max_connections=1)
+    held = await RemotingClient.connect(worker.port)
+    assert (await held.call(route("T1"))).code == codes.TOPIC_NOT_EXIST  # open, and served
+    with caplog.at_level(logging.WARNING, logger="service.remoting.server"):
+        for _ in range(5):
+            reader, writer = await asyncio.open_connection("127.0.0.1", worker.port)
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            writer.close()
+    assert worker.app[REMOTING].refused["too_many_connections"] == 5
+    assert [r.getMessage() for r in caplog.records if r.name == "service.remoting.server"] == [
+        "refusing RocketMQ connections: 1 open, RMQ_REMOTING_MAX_CONNECTIONS=1"]
+    await held.close()
