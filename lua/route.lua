@@ -1,5 +1,6 @@
 -- Read a topic's route in one step (no reader sees a queue whose broker was just removed)
--- and encode it here: a miss costs the worker no decoding or encoding, only the bytes it sends and caches.
+-- and encode it here as docs/api.md's JSON, which the HTTP front sends and caches as it is;
+-- the RocketMQ front re-encodes it in fastjson's field order and dialect (remoting/bodies.py).
 -- uses: keys, basics, javaorder, staging
 -- keys: version, broker, addrs, topic, queue, topic_capacity, filter, mapping, kv
 -- ARGV[1] topic

@@ -1,14 +1,15 @@
 -- One page of the topics in name order, each with its QueueDatas and order config (the
 -- dashboard's table). Read-only; its cost follows the page, not the table.
--- uses: keys, staging
--- keys: version, broker, topic_index, staged_topics, topic, queue, kv
+-- uses: keys, javaorder, staging
+-- keys: version, broker, topic_index, staged_topics, topic, queue, topic_capacity, kv
 -- ARGV[1] cursor: the last topic of the previous page ('' for the first page)
 -- ARGV[2] limit: topics in this page
 -- ARGV[3] prefix the topics start with ('' for all)
 -- ARGV[4] '1' for order topics only (those with an ORDER_TOPIC_CONFIG entry)
 -- Returns {version, topics, next cursor or false, total topics, order topics}
 --   topics: {{topic, {{brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag}, ...},
---             orderTopicConf or false}, ...} by topic, queues by brokerName
+--             orderTopicConf or false}, ...} by topic, queues in the route's order (Java's:
+--             docs/design.md, "Route order")
 local cursor, limit, prefix, order_only = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 
 local names = {}
@@ -35,14 +36,19 @@ names[limit + 1] = nil
 local out = {}
 -- all but topics of staged first registrations (pages may come out shorter)
 for _, topic in ipairs(listed(names)) do
-  local brokers = redis.call('SMEMBERS', K.topic(topic))
-  table.sort(brokers)
-  local queues = {}
-  for _, name in ipairs(brokers) do
-    local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag')
+  local rows, named, seqs = {}, {}, {}
+  for _, name in ipairs(redis.call('SMEMBERS', K.topic(topic))) do
+    local q = redis.call('HMGET', K.queue(topic, name), 'readQueueNums', 'writeQueueNums', 'perm', 'topicSysFlag', 'seq')
     if q[1] and not staging_group(name) then  -- not a staged group's
-      queues[#queues + 1] = {name, q[1], q[2], q[3], q[4]}
+      named[#named + 1] = name
+      rows[name], seqs[name] = q, tonumber(q[5]) or 0
     end
+  end
+  local grown = tonumber(redis.call('HGET', K.topic_capacity(), topic)) or 0
+  local queues = {}
+  for i, name in ipairs(java_order(named, math.max(grown_capacity(#named), grown), seqs)) do
+    local q = rows[name]
+    queues[i] = {name, q[1], q[2], q[3], q[4]}
   end
   out[#out + 1] = {topic, queues, redis.call('HGET', K.kv(ORDER_TOPIC_CONFIG), topic)}
 end

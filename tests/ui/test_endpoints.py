@@ -123,9 +123,9 @@ async def test_topic_summary_has_every_topics_queues_and_order_config(aiohttp_cl
     resp = await client.get("/v1/topics/summary")
     assert resp.status == 200
     assert await resp.json() == {"topics": [
-        {"topic": "T1", "orderTopicConf": "broker-a:2;broker-b:4", "queueDatas": [
-            {"brokerName": "broker-a", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6, "topicSysFlag": 0},
-            {"brokerName": "broker-b", "readQueueNums": 8, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}]},
+        {"topic": "T1", "orderTopicConf": "broker-a:2;broker-b:4", "queueDatas": [  # the route's order
+            {"brokerName": "broker-b", "readQueueNums": 8, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0},
+            {"brokerName": "broker-a", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6, "topicSysFlag": 0}]},
         {"topic": "T2", "orderTopicConf": None, "queueDatas": [
             {"brokerName": "broker-b", "readQueueNums": 4, "writeQueueNums": 4, "perm": 4, "topicSysFlag": 1}]},
     ], "nextCursor": None, "total": 2, "orderTopics": 1}
@@ -143,7 +143,8 @@ async def test_topic_summary_has_every_topics_queues_and_order_config(aiohttp_cl
             break
         await asyncio.sleep(0.02)
     assert changed.status == 200
-    assert (await changed.json())["topics"][0]["queueDatas"][0]["writeQueueNums"] == 6
+    queues = {q["brokerName"]: q for q in (await changed.json())["topics"][0]["queueDatas"]}
+    assert queues["broker-a"]["writeQueueNums"] == 6
 
 
 async def test_reads_follow_the_read_rule_and_the_page_stays_open(
