@@ -136,11 +136,11 @@ class RouteInfo:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         # the capacities RouteInfoManager's constructor gives its ConcurrentHashMaps
-        self.topic_queue: JavaMap[str, JavaMap[str, QueueData]] = JavaMap(1024)
-        self.broker_addr: JavaMap[str, BrokerData] = JavaMap(128)
-        self.cluster_addr: JavaMap[str, JavaMap[str, None]] = JavaMap(32)
-        self.live: JavaMap[tuple[str, str], LiveInfo] = JavaMap(256)
-        self.filters: JavaMap[tuple[str, str], tuple[str, ...]] = JavaMap(256)
+        self.topic_queue: JavaMap[str, JavaMap[str, QueueData]] = JavaMap.chm(1024)
+        self.broker_addr: JavaMap[str, BrokerData] = JavaMap.chm(128)
+        self.cluster_addr: JavaMap[str, JavaMap[str, None]] = JavaMap.chm(32)
+        self.live: JavaMap[tuple[str, str], LiveInfo] = JavaMap.chm(256)
+        self.filters: JavaMap[tuple[str, str], tuple[str, ...]] = JavaMap.chm(256)
         # Java 5.3.3 applies the single-topic guard (apache/rocketmq#4522) to every broker,
         # and a refused registration keeps what it wrote before the guard (the cluster's set,
         # a first registration's empty BrokerData, the group's flags, a promoted slave's old
@@ -345,15 +345,16 @@ class RouteInfo:
         return {"brokerAddrTable": {name: group.doc() for name, group in self.broker_addr.items()},
                 "clusterAddrTable": {cluster: names.keys() for cluster, names in self.cluster_addr.items()}}
 
+    # a TopicList's set is ConcurrentHashMap.newKeySet(): a ConcurrentHashMap of table 16
     def all_topics(self) -> list[str]:
-        return java_set_order(self.topic_queue.keys())
+        return java_set_order(self.topic_queue.keys(), concurrent=True)
 
     def topics_of_cluster(self, cluster: str) -> list[str]:
         names = self.cluster_addr.get(cluster)
         found: list[str] = []
         for name in names.keys() if names is not None else []:
             found += [topic for topic, queues in self.topic_queue.items() if name in queues]
-        return java_set_order(found)
+        return java_set_order(found, concurrent=True)
 
     def system_topics(self) -> tuple[list[str], str | None]:
         """Cluster and broker names, and the first address of the first group with one."""
@@ -365,11 +366,11 @@ class RouteInfo:
             if group.addrs:
                 addr = group.addrs.values()[0]
                 break
-        return java_set_order(found), addr
+        return java_set_order(found, concurrent=True), addr
 
     def _flagged(self, keep: Any) -> list[str]:
         return java_set_order([topic for topic, queues in self.topic_queue.items()
-                               if queues and keep(queues.values()[0].sys_flag)])
+                               if queues and keep(queues.values()[0].sys_flag)], concurrent=True)
 
     def unit_topics(self) -> list[str]:
         return self._flagged(lambda flag: flag & 1)
