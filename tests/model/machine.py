@@ -28,6 +28,7 @@ from tests.model.reference import (Clock, KVConfig, ORDER_TOPIC_CONFIG, Registra
                                    TopicConfig)
 from tests.remoting import broker5, frames
 from tests.remoting.client import RemotingClient
+from tests.tables import violations
 from tests.waits import until_sync
 
 SETTLE_S = 20.0  # the bound on every lag above, generous for a loaded machine
@@ -415,6 +416,8 @@ def make_machine(redis_url: str, workers: list[Worker], big: bool) -> type[RuleB
                 for w in self.running():
                     got = loop.run(fronts.reads(workers[w], asked, clusters, kv_keys))
                     found.extend(answers.differences(want, got, f"worker {w}"))
+                # and the tables whole: nothing half-done left behind (a stopped worker's too)
+                found.extend(f"tables: {v}" for v in violations(store))
                 return not found
 
             began = time.monotonic()

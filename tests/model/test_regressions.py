@@ -43,3 +43,16 @@ async def test_an_unchanged_registration_sets_the_groups_acting_master_flag(clie
     await register(client, acting_slave)
     answer = await route(client, "T1")
     assert answer is not None and answer["brokerDatas"][0].get("enableActingMaster") is True
+
+
+ALL_TOPICS_SLICE = 20_000  # Registry.LIST_SLICES["all"]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 39 part 1: lua/topic_lists.lua unpacks a 20,000-name page, past "
+                                       "Lua's ~8,000 values, once the list has two slices (being fixed on main)")
+async def test_the_all_topics_list_past_one_slice_names_every_topic(client) -> None:
+    names = [f"T{i}" for i in range(ALL_TOPICS_SLICE + 1)]
+    await register(client, registration(topics=names, timeout_ms=86_400_000))
+    resp = await client.get("/v1/topics")
+    assert resp.status == 200, await resp.text()
+    assert sorted((await resp.json())["topicList"]) == sorted(names)
