@@ -16,4 +16,4 @@ MINUTES = float(os.environ.get("RMQ_MODEL_MINUTES", 0))
 @pytest.mark.timeout(int(MINUTES * 60) + 1800)
 def test_registry_answers_as_the_model_over_a_long_random_run(fleet) -> None:
     redis_url, workers = fleet
-    assert run(redis_url, workers, Budget.from_env(examples=25, steps=30, minutes=0, big=True)) >= 1
+    assert run(redis_url, workers, Budget.from_env(examples=12, steps=30, minutes=0, big=True)) >= 1
