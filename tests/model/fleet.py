@@ -63,7 +63,8 @@ class Worker:
 
     def start(self) -> None:
         log = open(self.log_dir / f"worker-{self.http_port}.log", "ab")
-        self.proc = start([console_script("rmq-registry"), "serve", "--host", "127.0.0.1", "--port", str(self.http_port)],
+        command = [console_script("rmq-registry"), "serve", "--host", "127.0.0.1", "--port", str(self.http_port)]
+        self.proc = start(command,
                           env={"REDIS_URL": self.redis_url, "RMQ_REMOTING_PORT": str(self.tcp_port),
                                "RMQ_REMOTING_HOST": "127.0.0.1", "RMQ_SCAN_INTERVAL_MS": str(SCAN_INTERVAL_MS),
                                "RMQ_REDIS_TIMEOUT_MS": "10000", "RMQ_LOG_LEVEL": "WARNING"},

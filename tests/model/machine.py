@@ -45,13 +45,13 @@ NAMESPACES = (ORDER_TOPIC_CONFIG, "ns1")
 KEYS = ("k0", "k1", "k2")
 ABSENT_TOPIC = "NeverRegistered"
 TRACE = os.environ.get("RMQ_MODEL_TRACE") == "1"  # each comparison's wait, printed
-ROUTES_READ = 24
-# Members of a group that disagree on zoneName or enableActingMaster: RocketMQ 5.3.3 takes both
-# from every registration, the registry's unchanged path from none (issue 39 part 4;
-# test_regressions.py holds it, xfail until it is fixed). Until then the run keeps a
-# group's members agreeing, so that it finds what else differs; RMQ_MODEL_MEMBERS_DISAGREE=1
-# lets them disagree.
-MEMBERS_AGREE = os.environ.get("RMQ_MODEL_MEMBERS_DISAGREE") != "1"  # routes read per comparison besides the step's own topics
+ROUTES_READ = 24  # routes read per comparison besides the step's own topics
+# Members of a group that disagree on zoneName or enableActingMaster: RocketMQ 5.3.3 takes
+# both from every registration, the registry's unchanged path from none (the periodic
+# registration's gap; test_regressions.py holds it, xfail until it is fixed). Until then a
+# run keeps a group's members agreeing, so that it finds what else differs;
+# RMQ_MODEL_MEMBERS_DISAGREE=1 lets them disagree.
+MEMBERS_AGREE = os.environ.get("RMQ_MODEL_MEMBERS_DISAGREE") != "1"
 
 # How many topics a registration carries: small mostly, and the first sizes either side of
 # each limit of the tables: 256 QueueData (a departure's collection), 500 (a staged first
@@ -428,8 +428,9 @@ def make_machine(redis_url: str, workers: list[Worker], big: bool) -> type[RuleB
             except AssertionError:
                 raise AssertionError("\n".join([f"after {SETTLE_S} s:"] + found[:20])) from None
             if TRACE:
-                print(f"  step took {began - getattr(self, 'last_check', began):.2f} s; agreed after {time.monotonic() - began:.2f} s ({len(asked)} routes, "
-                      f"{len(topics)} topics)", flush=True)
+                now = time.monotonic()
+                print(f"  step took {began - getattr(self, 'last_check', began):.2f} s; agreed after "
+                      f"{now - began:.2f} s ({len(asked)} routes, {len(topics)} topics)", flush=True)
             self.last_check = time.monotonic()
 
     RegistryMachine.loop = loop  # type: ignore[attr-defined]

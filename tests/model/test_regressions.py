@@ -20,8 +20,8 @@ def member(broker_id: int, zone: str | None, acting: bool | None) -> dict:
     return body
 
 
-@pytest.mark.xfail(strict=True, reason="issue 39 part 4: the unchanged path (lua/register*.lua) refreshes "
-                                       "liveness only; Java sets the group's zoneName at every registration")
+@pytest.mark.xfail(strict=True, reason="the unchanged path (lua/register*.lua) refreshes liveness "
+                                       "only; Java sets the group's zoneName at every registration")
 async def test_an_unchanged_registration_sets_the_groups_zone(client) -> None:
     # the model test's shrunk run: a 5.x slave of zone-b registers first (prime slave), a
     # 4.x master without a zone joins (Java: the group's zone becomes null), the slave's
@@ -34,8 +34,8 @@ async def test_an_unchanged_registration_sets_the_groups_zone(client) -> None:
     assert answer is not None and answer["brokerDatas"][0].get("zoneName") == "zone-b"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 39 part 4: the unchanged path (lua/register*.lua) refreshes "
-                                       "liveness only; Java sets enableActingMaster at every registration")
+@pytest.mark.xfail(strict=True, reason="the unchanged path (lua/register*.lua) refreshes liveness "
+                                       "only; Java sets enableActingMaster at every registration")
 async def test_an_unchanged_registration_sets_the_groups_acting_master_flag(client) -> None:
     acting_slave = member(1, None, True)
     await register(client, acting_slave)
@@ -48,8 +48,8 @@ async def test_an_unchanged_registration_sets_the_groups_acting_master_flag(clie
 ALL_TOPICS_SLICE = 20_000  # Registry.LIST_SLICES["all"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 39 part 1: lua/topic_lists.lua unpacks a 20,000-name page, past "
-                                       "Lua's ~8,000 values, once the list has two slices (being fixed on main)")
+@pytest.mark.xfail(strict=True, reason="lua/topic_lists.lua unpacks a 20,000-name page, past Lua's "
+                                       "~8,000 values, once the list has two slices (being fixed)")
 async def test_the_all_topics_list_past_one_slice_names_every_topic(client) -> None:
     names = [f"T{i}" for i in range(ALL_TOPICS_SLICE + 1)]
     await register(client, registration(topics=names, timeout_ms=86_400_000))
