@@ -46,12 +46,10 @@ KEYS = ("k0", "k1", "k2")
 ABSENT_TOPIC = "NeverRegistered"
 TRACE = os.environ.get("RMQ_MODEL_TRACE") == "1"  # each comparison's wait, printed
 ROUTES_READ = 24  # routes read per comparison besides the step's own topics
-# Members of a group that disagree on zoneName or enableActingMaster: RocketMQ 5.3.3 takes
-# both from every registration, the registry's unchanged path from none (the periodic
-# registration's gap; test_regressions.py holds it, xfail until it is fixed). Until then a
-# run keeps a group's members agreeing, so that it finds what else differs;
-# RMQ_MODEL_MEMBERS_DISAGREE=1 lets them disagree.
-MEMBERS_AGREE = os.environ.get("RMQ_MODEL_MEMBERS_DISAGREE") != "1"
+# Members of a group may disagree on zoneName and enableActingMaster, which RocketMQ 5.3.3
+# takes from every registration (test_regressions.py holds what a run found there);
+# RMQ_MODEL_MEMBERS_AGREE=1 keeps them agreeing.
+MEMBERS_AGREE = os.environ.get("RMQ_MODEL_MEMBERS_AGREE") == "1"
 # A worker's restart takes seconds where other steps take a fraction of one: a restart rule
 # acts in one draw of RARE + 1 (a run's rule choice, which Hypothesis varies, could otherwise
 # spend most of it restarting)

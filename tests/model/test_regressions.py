@@ -1,11 +1,9 @@
 """What the model test (tests/model/test_model.py) found the registry doing otherwise than
-RocketMQ 5.3.3's NameServer, each as a plain test named after the behaviour. One marked
-xfail(strict=True) is a difference in code being changed elsewhere: it passes (and its
-mark must go) once that change lands."""
+RocketMQ 5.3.3's NameServer, each as a plain test named after the behaviour, fixed since.
+(Its other finding, the whole topic list failing past 20,000 topics, is held by
+tests/remoting/test_list_limits.py.)"""
 
 from __future__ import annotations
-
-import pytest
 
 from tests.builders import registration
 from tests.calls import register, route
@@ -20,8 +18,6 @@ def member(broker_id: int, zone: str | None, acting: bool | None) -> dict:
     return body
 
 
-@pytest.mark.xfail(strict=True, reason="the unchanged path (lua/register*.lua) refreshes liveness "
-                                       "only; Java sets the group's zoneName at every registration")
 async def test_an_unchanged_registration_sets_the_groups_zone(client) -> None:
     # the model test's shrunk run: a 5.x slave of zone-b registers first (prime slave), a
     # 4.x master without a zone joins (Java: the group's zone becomes null), the slave's
@@ -34,8 +30,6 @@ async def test_an_unchanged_registration_sets_the_groups_zone(client) -> None:
     assert answer is not None and answer["brokerDatas"][0].get("zoneName") == "zone-b"
 
 
-@pytest.mark.xfail(strict=True, reason="the unchanged path (lua/register*.lua) refreshes liveness "
-                                       "only; Java sets enableActingMaster at every registration")
 async def test_an_unchanged_registration_sets_the_groups_acting_master_flag(client) -> None:
     acting_slave = member(1, None, True)
     await register(client, acting_slave)
@@ -43,16 +37,3 @@ async def test_an_unchanged_registration_sets_the_groups_acting_master_flag(clie
     await register(client, acting_slave)
     answer = await route(client, "T1")
     assert answer is not None and answer["brokerDatas"][0].get("enableActingMaster") is True
-
-
-ALL_TOPICS_SLICE = 20_000  # Registry.LIST_SLICES["all"]
-
-
-@pytest.mark.xfail(strict=True, reason="lua/topic_lists.lua unpacks a 20,000-name page, past Lua's "
-                                       "~8,000 values, once the list has two slices (being fixed)")
-async def test_the_all_topics_list_past_one_slice_names_every_topic(client) -> None:
-    names = [f"T{i}" for i in range(ALL_TOPICS_SLICE + 1)]
-    await register(client, registration(topics=names, timeout_ms=86_400_000))
-    resp = await client.get("/v1/topics")
-    assert resp.status == 200, await resp.text()
-    assert sorted((await resp.json())["topicList"]) == sorted(names)
