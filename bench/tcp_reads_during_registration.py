@@ -7,8 +7,9 @@ route.lua, queued in Redis behind the registrations' scripts, while Java answers
 from memory; the misses in the window are reported), then reads routes of random
 resident topics, one request at a time, as fast as answers come, while this process streams
 `--brokers` new master brokers (default 5) of `--topics` topics each (default 10,000; the
-JSON form of a 4.9.8 broker): a first registration, then a changed one (one topic's queue
-count, new dataVersion), each on its own connection, back to back. The frames are built
+JSON form of a 4.9.8 broker, or with `--form zlib` its compressedRegister form): a first
+registration, then a changed one (one topic's queue count, new dataVersion), each on its
+own connection, back to back. The frames are built
 before the reader starts, so the loader core only sends and reads. The reader's latencies
 (request written to answer read) from the stream's first byte to its last answer give
 p50 / p99 / p99.9 / max (with fewer than 1,000 reads in the window, p99.9 is the slowest
@@ -69,7 +70,7 @@ def _reader_main(port: int, topics: list[str], out: Any) -> None:
     out.send({"latencies_us": latencies.tobytes(), "errors": errors})
 
 
-def stream_frames(rep: int, brokers: int, topics: int) -> list[list[bytes]]:
+def stream_frames(rep: int, brokers: int, topics: int, form: str = "json") -> list[list[bytes]]:
     """Per broker: its first and its changed registration, encoded ahead of time."""
     out = []
     for k in range(brokers):
@@ -77,7 +78,7 @@ def stream_frames(rep: int, brokers: int, topics: int) -> list[list[bytes]]:
         table = br.topics(prefix, topics)
         changed = dict(table, **{f"{prefix}000000": br.topic_config(f"{prefix}000000", queues=16)})
         name, addr = f"stream-{rep}-{k}", f"10.8.{rep % 250}.{k + 1}:10911"
-        out.append([br.register_frame("json", name, addr, 0, t, br.data_version(v), v)
+        out.append([br.register_frame(form, name, addr, 0, t, br.data_version(v), v)
                     for v, t in ((1, table), (2, changed))])
     return out
 
@@ -143,6 +144,8 @@ def main() -> None:
     p.add_argument("--brokers", type=int, help="brokers registering per repetition (default 5, quick 2)")
     p.add_argument("--topics", type=int, help="topics per streaming broker (default 10000, quick 200)")
     p.add_argument("--reps", type=int, help="repetitions per target (default 5, quick 1)")
+    p.add_argument("--form", choices=("json", "zlib"), default="json",
+                   help="the streaming brokers' body: json (default) or zlib (4.9.8 with compressedRegister=true)")
     args = p.parse_args()
     brokers = args.brokers or (2 if args.quick else 5)
     topics = args.topics or (200 if args.quick else 10_000)
@@ -168,7 +171,7 @@ def main() -> None:
         version = br.data_version(1)
         try:
             for rep in range(reps):
-                frames = stream_frames(rep, brokers, topics)
+                frames = stream_frames(rep, brokers, topics, args.form)
                 k = rep % len(seats)
                 for label, target, port, http_port in seats[k:] + seats[:k]:
                     br.register_retrying(holders[target.name], "json", RESIDENT, "10.7.0.1:10911", 0, table, version)
@@ -189,7 +192,7 @@ def main() -> None:
     def r_has(rs: list[dict[str, Any]], key: str) -> bool:
         return all(r[key] is not None for r in rs)
 
-    what = f"route reads while {brokers} brokers x {topics:,} topics register"
+    what = f"route reads while {brokers} brokers x {topics:,} topics register" + (f" ({args.form})" if args.form != "json" else "")
     summary = [*ratio_rows(f"{what}, p99.9", samples("p999_ms"), "ms"),
                *ratio_rows(f"{what}, max", samples("max_ms"), "ms", ratios=False),
                *ratio_rows(f"{what}, p50", samples("p50_ms"), "ms", ratios=False),
@@ -205,7 +208,7 @@ def main() -> None:
     write_result(args.out, "tcp_reads_during_registration", {
         "brokers": brokers, "topics": topics, "reps": reps, "targets": described, "cores": cores.describe(),
         "java_opts": args.java_opts if "java" in described else None,
-        "resident_topics": len(resident), "form": br.FORM_NOTES["json"],
+        "resident_topics": len(resident), "form": br.FORM_NOTES[args.form],
         "reader": "one connection, one request at a time, random resident topics, its own process on the loader core",
     }, {"summary": {label: {k: spread([r[k] for r in rs]) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms", "stream_s")}
                     for label, rs in runs.items()}, "runs": runs}, summary, machine)

@@ -221,10 +221,10 @@ class ReadCache(Budget, Watches, Follower):
             self.stats.invalidations += len(self.negatives)
             self._clear_negatives()
             self._wake_negative()
-        for topic in change.topics:
-            for kind in ROUTE_KINDS:
-                if self._drop_route((kind, topic)):
-                    self.stats.invalidations += 1
+        # only the topics held are visited (a first registration names every topic it has)
+        self.stats.invalidations += self.routes.drop_topics(change.topics, ROUTE_KINDS)
+        self.stats.invalidations += self.negatives.drop_topics(change.topics, ROUTE_KINDS)
+        for topic in self.watch_topics.keys() & change.topics:
             self._wake(self.watch_topics.get(topic))
         for group in change.groups:
             self.group_changed[group] = self.tick

@@ -49,22 +49,34 @@ class HandlerContext:
 Handler = Callable[[HandlerContext, Command], Awaitable[Command]]
 
 
-# Bodies up to this size are decoded at once: a few hundred microseconds at most.
+# Bodies up to this size (decoded) are decoded at once: a few hundred microseconds at most.
 SMALL_BODY = 4096
+# A zlib body (a compressedRegister registration) is judged by what it inflates to, at
+# most this many times its size: a 4.9.8 broker's topic config takes 2.5 bytes of it
+# (bench/broker_requests.py's, 58-62x), so a 10,000-topic table is 26 KB on the wire and
+# 111 ms of inflating and parsing, which its wire size alone left on the event loop.
+INFLATED_PER_BYTE = 64
 T = TypeVar("T")
+
+
+def decoded_size(body: bytes) -> int:
+    """What decoding `body` costs, in bytes of JSON: a zlib body (its header byte 0x78, as
+    bodies.register_broker_body tells one) weighed as inflated."""
+    return len(body) * INFLATED_PER_BYTE if body[:1] == b"\x78" else len(body)
 
 
 async def decoded(ctx: HandlerContext, cmd: Command, decode: Callable[[], T]) -> T:
     """``decode()`` of a request's body. A larger body waits for its turn: one at a time
     per worker, each after the I/O that arrived meanwhile, so that pipelined bodies
     costing milliseconds each never run back to back while other clients wait; a big one
-    (a 10,000-topic registration's, bench/README.md section 7b) runs in a thread, so the event loop
-    answers route reads meanwhile."""
-    if len(cmd.body) <= SMALL_BODY:
+    (a 10,000-topic registration's, bench/README.md section 7b, compressed or not) runs in
+    a thread, so the event loop answers route reads meanwhile."""
+    size = decoded_size(cmd.body)
+    if size <= SMALL_BODY:
         return decode()
     async with ctx.decode_turn:
         await asyncio.sleep(0)
-        return await off_loop(body_weight(len(cmd.body)), decode)
+        return await off_loop(body_weight(size), decode)
 
 
 async def body_doc(ctx: HandlerContext, cmd: Command, what: str) -> Any:
