@@ -161,6 +161,8 @@ class Scanner:
         while True:
             due = await self.due()
             if not self.hearing.expiring():  # checked after a call to Redis: a stall is noted by then
+                if due:  # expiries wait out the grace: not a pass (a scanner failing again and
+                    return removed  # again between graces must not look like one that works)
                 break
             for settled in await self.removals.settle([Removal(a, "", EXPIRED) for a in due]):
                 # an expiry is counted by cluster, so a rule tells a cluster lost this way
