@@ -1,10 +1,11 @@
 """Answers in one form, whichever side gave them: the reference model, or a worker's HTTP or
 TCP front. The model test compares these forms.
 
-COMPARE_ORDER: whether the order of a route's groups and queue data, the cluster info's
-maps and the topic lists counts. Java answers in its hash maps' iteration order; the
-registry sorts by name until its route order follows Java's (work under way), so the
-comparison is order-insensitive for now. Turn it on (or RMQ_MODEL_ORDER=1) once that lands.
+A route's queueDatas and brokerDatas are compared in order: the registry lists them as
+Java 5.3.3's HashMap and HashSet iterate (docs/design.md, "Route order"), which tools taking
+the first group rely on. COMPARE_ORDER (RMQ_MODEL_ORDER=1) also counts the order of the
+cluster info's maps, a group's addresses and the topic lists, which a Java client reads into
+hash tables of its own (the registry lists topics by name).
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ def _group(doc: dict[str, Any]) -> dict[str, Any]:
 def route(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     if doc is None:
         return None
-    return {"queueDatas": _seq([{k: q[k] for k in ("brokerName", "readQueueNums", "writeQueueNums", "perm",
-                                                    "topicSysFlag")} for q in doc["queueDatas"]],
-                               key=lambda q: q["brokerName"]),
-            "brokerDatas": _seq([_group(b) for b in doc["brokerDatas"]], key=lambda b: b["brokerName"]),
+    # in order: the registry lists them as Java does
+    return {"queueDatas": [{k: q[k] for k in ("brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag")}
+                           for q in doc["queueDatas"]],
+            "brokerDatas": [_group(b) for b in doc["brokerDatas"]],
             "filterServerTable": {a: list(f) for a, f in (doc.get("filterServerTable") or {}).items()
                                   if f is not None}}
 
