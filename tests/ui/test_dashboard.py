@@ -10,6 +10,7 @@ from typing import Any
 import redis
 
 from service.http.app_keys import SCANNER
+from service.javaorder import grown_capacity, java_order
 from tests import waits
 from tests.builders import registration, topic_config
 from tests.ui.conftest import (
@@ -27,6 +28,14 @@ from tests.ui.conftest import (
 pytestmark = ON_SESSION_LOOP  # with the process's browser (tests/ui/conftest.py)
 
 WAIT_MS = 30_000  # a generous bound for what the page must come to show; a loaded machine is slow, not wrong
+
+
+def in_route_order(items: list[str]) -> list[str]:
+    """A topic's queue lines ("<group> r.. w.. RW") in its route's order: Java's HashMap's
+    (docs/design.md, "Route order")."""
+    names = [item.split()[0] for item in items]
+    order = java_order(names, grown_capacity(len(names)))
+    return sorted(items, key=lambda item: order.index(item.split()[0]))
 
 
 async def open_page(browser: Any, url: str, width: int = 1280, height: int = 900) -> Any:
@@ -145,10 +154,10 @@ async def test_page_shows_clusters_groups_topics_and_a_route(
     row = page.locator('#topic-rows tr[data-topic="Topic-002"]')  # on broker-c (8 write queues) and broker-d
     assert (await row.locator("td").all_inner_texts())[1:3] == ["8", "12"]
     groups = [" ".join(g.split()) for g in await row.locator(".qlist li").all_inner_texts()]
-    assert groups == ["broker-c r4 w8 RW", "broker-d r4 w4 RW"]
+    assert groups == in_route_order(["broker-c r4 w8 RW", "broker-d r4 w4 RW"])
     row = page.locator('#topic-rows tr[data-topic="Topic-003"]')  # broker-d serves it read-only
     groups = [" ".join(g.split()) for g in await row.locator(".qlist li").all_inner_texts()]
-    assert groups == ["broker-d r4 w4 R-", "broker-f r4 w4 RW"]
+    assert groups == in_route_order(["broker-d r4 w4 R-", "broker-f r4 w4 RW"])
     assert await row.locator(".perm.nowrite").count() == 1
     for topic in ORDER_TOPICS:
         assert await page.locator(f'#topic-rows tr[data-topic="{topic}"] .badge.order').count() == 1
