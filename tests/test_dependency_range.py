@@ -185,9 +185,10 @@ HANDSHAKE = """
 import socket, ssl, threading
 from service.remoting import tls
 ours, theirs = socket.socketpair()
+cert = tls._self_signed()[0]  # made once, before the thread: two first calls at once made two
 server = threading.Thread(target=lambda: tls.server_context(None, None).wrap_socket(ours, server_side=True))
 server.start()
-client = ssl.create_default_context(cadata=tls._self_signed()[0].decode())
+client = ssl.create_default_context(cadata=cert.decode())
 with client.wrap_socket(theirs, server_hostname="localhost") as s:
     print(dict(x[0] for x in s.getpeercert()["subject"])["commonName"])
 server.join()
