@@ -36,6 +36,7 @@ FULL_ONLY: dict[str, str] = {
     "test_stall.py": "processes",
     "test_startup_failures.py": "processes",
     "test_upgrade.py": "processes",
+    "test_worker_heap.py": "processes",
     "remoting/test_balancer_idle.py": "processes",
     "remoting/test_big_broker.py": "processes",
     "remoting/test_proxy_protocol.py": "processes",
