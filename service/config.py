@@ -1,9 +1,10 @@
 """Settings from the environment, in one validated model. Command-line flags override them.
 
 ``Settings`` is a frozen pydantic model: each field's type and range is declared once,
-here, and holds however it is built: from the environment (``from_env``; the variable of
-a field is ``RMQ_`` + its name in capitals, ``REDIS_URL`` for ``redis_url``), from the
-command line's flags (``with_overrides``) or in code and tests (``Settings(...)``). A bad
+here, and holds however it is built: from the environment (``from_env``, which
+pydantic-settings reads; the variable of a field is ``RMQ_`` + its name in capitals,
+``REDIS_URL`` for ``redis_url``), from the command line's flags (``with_overrides``) or in
+code and tests (``Settings(...)``, which reads no environment). A bad
 value stops the worker before anything starts with one line naming the variable, its
 value (``REDIS_URL`` with its passwords masked) and what is allowed (``describe``),
 exit code 2.
@@ -12,14 +13,13 @@ exit code 2.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import ssl
 from typing import Annotated, Any, Literal, Mapping, get_args, get_origin
 
 import annotated_types
-from pydantic import (AliasGenerator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
-                      field_validator, model_validator)
+from pydantic import AliasGenerator, BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from service import redis_url as urls
 from service.addresses import AddressList, PatternError
@@ -75,11 +75,11 @@ Flag = Annotated[bool, BeforeValidator(_as_bool)]
 LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_log_level)]
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True,
-                              alias_generator=AliasGenerator(validation_alias=env_name),
-                              # a ValidationError's text never holds a value (REDIS_URL's password)
-                              hide_input_in_errors=True)
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True,
+                                      alias_generator=AliasGenerator(validation_alias=env_name),
+                                      # a ValidationError's text never holds a value (REDIS_URL's password)
+                                      hide_input_in_errors=True)
 
     redis_url: Annotated[str | None, Field(description=(
         "a redis://, rediss://, unix:// or redis+sentinel:// URL, user name and password percent-encoded"))] = None
@@ -144,7 +144,15 @@ class Settings(BaseModel):
     remoting_tls_key: Annotated[str | None, Field(description="its PEM key file (not encrypted)")] = None
     remoting_tls_client_ca: Annotated[str | None, Field(description=(
         "a PEM CA file: TLS clients must present a certificate it signed"))] = None
-    extra: Mapping[str, str] = Field(default_factory=dict, validation_alias="extra")
+
+    @classmethod
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Built in code, settings are what the code gives, nothing from the shell that runs it
+        (``from_env`` reads the environment)."""
+        return (init_settings,)
 
     @field_validator("remoting_white_addresses")
     @classmethod
@@ -186,7 +194,7 @@ class Settings(BaseModel):
 
 
 # variable -> field: the list README's configuration table documents
-ENV: dict[str, str] = {env_name(name): name for name in Settings.model_fields if name != "extra"}
+ENV: dict[str, str] = {env_name(name): name for name in Settings.model_fields}
 
 
 def describe(field: str) -> str:
@@ -273,11 +281,18 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     return lines
 
 
-def from_env(environ: Mapping[str, str] | None = None) -> Settings:
+class _Variables(Settings):
+    """The settings as the environment gives them: each from its variable (its alias) alone,
+    in that case alone, as 0.1.0 read them (RMQ_PORT; not rmq_port, nor port, the field's
+    name, which pydantic-settings also reads for a model that takes names, as Settings does
+    for the code and the flags); an empty variable counts as unset."""
+    model_config = SettingsConfigDict(validate_by_name=False, case_sensitive=True, env_ignore_empty=True)
+
+
+def from_env() -> Settings:
     """The settings the environment gives (an empty variable counts as unset); StartupError
     (one line) on a bad one."""
-    env = os.environ if environ is None else environ
-    given = {var: env[var] for var in ENV if env.get(var)}
+    given = EnvSettingsSource(_Variables)()  # variable -> its text
     return _validated({"RMQ_REMOTING_PORT": "9876", **given}, given)
 
 

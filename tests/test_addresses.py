@@ -7,7 +7,8 @@ import pytest
 
 from service.addresses import AddressList, AddressPattern, PatternError
 from service.auth import TokenFileError, parse_credentials
-from service.config import StartupError, from_env
+from service.config import StartupError
+from tests.settings_env import settings_from
 
 # pattern, addresses it lets in, addresses it keeps out
 FORMS = [
@@ -85,7 +86,7 @@ def test_the_setting_holds_several_patterns_separated_by_spaces() -> None:
 
 def test_a_bad_whitelist_setting_stops_the_worker_with_one_line_naming_it() -> None:
     with pytest.raises(StartupError) as e:
-        from_env({"RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.* 10.0.0.999", "RMQ_AUTH_TOKENS_FILE": "/x"})
+        settings_from({"RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.* 10.0.0.999", "RMQ_AUTH_TOKENS_FILE": "/x"})
     assert str(e.value).startswith("RMQ_REMOTING_WHITE_ADDRESSES='10.0.0.* 10.0.0.999': bad address pattern '10.0.0.999'")
 
 
@@ -96,14 +97,14 @@ def test_a_cidr_prefix_with_host_bits_is_refused_naming_the_network_it_would_be(
 
 def test_a_bad_cidr_in_the_setting_stops_the_worker_with_one_line_naming_setting_and_value() -> None:
     with pytest.raises(StartupError) as e:
-        from_env({"RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.0/8 fd00::/200", "RMQ_AUTH_TOKENS_FILE": "/x"})
+        settings_from({"RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.0/8 fd00::/200", "RMQ_AUTH_TOKENS_FILE": "/x"})
     assert str(e.value) == ("RMQ_REMOTING_WHITE_ADDRESSES='10.0.0.0/8 fd00::/200': bad address pattern "
                             "'fd00::/200': not a CIDR prefix (address/length)")
 
 
 def test_a_whitelist_without_authentication_stops_the_worker() -> None:
     with pytest.raises(StartupError, match="RMQ_AUTH_TOKENS_FILE"):
-        from_env({"RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.*"})
+        settings_from({"RMQ_REMOTING_WHITE_ADDRESSES": "10.0.0.*"})
 
 
 def test_a_key_pair_line_may_limit_the_key_to_addresses_and_old_lines_still_parse() -> None:

@@ -10,10 +10,11 @@ import service
 
 from service.http.app_keys import CACHE
 from service.worker import create_app
-from service.config import ENV, Settings, StartupError, from_env
+from service.config import ENV, Settings, StartupError
 from service.http.openapi import OPERATIONS
 from tests.builders import registration
 from tests.calls import register, route
+from tests.settings_env import settings_from
 from tests.waits import until
 
 
@@ -73,14 +74,14 @@ async def test_openapi_request_schemas_carry_the_validation_rules(client: TestCl
 
 
 def test_settings_come_from_the_environment() -> None:
-    s = from_env({"REDIS_URL": "redis://h:1/2", "RMQ_PORT": "9000", "RMQ_SCAN_INTERVAL_MS": "250",
+    s = settings_from({"REDIS_URL": "redis://h:1/2", "RMQ_PORT": "9000", "RMQ_SCAN_INTERVAL_MS": "250",
                   "RMQ_ORDER_MESSAGE_ENABLE": "true", "RMQ_KEY_PREFIX": "x"})
     assert (s.redis_url, s.port, s.scan_interval_ms, s.order_message_enable, s.key_prefix) == (
         "redis://h:1/2", 9000, 250, True, "x")
 
 
 def test_defaults_match_the_contract() -> None:
-    s = from_env({})
+    s = settings_from({})
     assert s.embedded and (s.host, s.port, s.key_prefix, s.broker_timeout_ms, s.scan_interval_ms,
                            s.redis_timeout_ms, s.max_body_bytes, s.order_message_enable) == (
         "0.0.0.0", 8080, "rmq", 120_000, 5_000, 1_000, 4_194_304, False)
@@ -91,7 +92,7 @@ def test_defaults_match_the_contract() -> None:
                                        ("RMQ_MAX_WATCHES", "-1")])
 def test_bad_setting_stops_with_a_clear_message(var: str, value: str) -> None:
     with pytest.raises(StartupError, match=var):
-        from_env({var: value})
+        settings_from({var: value})
 
 
 def test_every_documented_variable_is_read() -> None:

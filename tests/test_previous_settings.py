@@ -10,7 +10,8 @@ import logging
 
 import pytest
 
-from service.config import StartupError, from_env
+from service.config import StartupError
+from tests.settings_env import settings_from
 
 # RMQ_LOG_LEVEL: 0.1.0 handed it to logging.basicConfig as it was, upper-cased
 LOG_LEVELS = {"warn": logging.WARNING, "WARN": logging.WARNING, "fatal": logging.CRITICAL, "FATAL": logging.CRITICAL,
@@ -31,26 +32,26 @@ REFUSED = {
 
 @pytest.mark.parametrize("value", sorted(LOG_LEVELS))
 def test_a_log_level_python_names_is_taken_as_its_level(value: str) -> None:
-    assert logging.getLevelName(from_env({"RMQ_LOG_LEVEL": value}).log_level) == LOG_LEVELS[value]
+    assert logging.getLevelName(settings_from({"RMQ_LOG_LEVEL": value}).log_level) == LOG_LEVELS[value]
 
 
 @pytest.mark.parametrize("value", sorted(FLAGS))
 def test_a_switch_is_read_as_the_previous_release_read_it(value: str) -> None:
-    assert from_env({"RMQ_REDIS_CLUSTER": value}).redis_cluster is FLAGS[value]
-    assert from_env({"RMQ_ORDER_MESSAGE_ENABLE": value}).order_message_enable is FLAGS[value]
+    assert settings_from({"RMQ_REDIS_CLUSTER": value}).redis_cluster is FLAGS[value]
+    assert settings_from({"RMQ_ORDER_MESSAGE_ENABLE": value}).order_message_enable is FLAGS[value]
 
 
 @pytest.mark.parametrize("value", sorted(NUMBERS))
 def test_a_number_is_read_as_the_previous_release_read_it(value: str) -> None:
-    assert from_env({"RMQ_PORT": value}).port == NUMBERS[value]
-    assert from_env({"RMQ_SCAN_INTERVAL_MS": value}).scan_interval_ms == NUMBERS[value]
+    assert settings_from({"RMQ_PORT": value}).port == NUMBERS[value]
+    assert settings_from({"RMQ_SCAN_INTERVAL_MS": value}).scan_interval_ms == NUMBERS[value]
 
 
 @pytest.mark.parametrize("setting", sorted(REFUSED))
 def test_a_value_only_the_previous_release_took_is_refused_saying_what_to_write(setting: str) -> None:
     var, value = setting.split("=", 1)
     with pytest.raises(StartupError) as refused:
-        from_env({var: value})
+        settings_from({var: value})
     line = str(refused.value)
     assert "\n" not in line and line.startswith(f"{var}=") and REFUSED[setting] in line
     assert "p@ss" not in line  # never the password

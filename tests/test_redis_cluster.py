@@ -10,11 +10,12 @@ import pytest
 from redis.cluster import RedisCluster
 
 from service.worker import create_app
-from service.config import Settings, StartupError, from_env
+from service.config import Settings, StartupError
 from service.redis_cluster import node_url, parse_cluster_url
 from tests.builders import identity, registration
 from tests.calls import register, route
 from tests.redis_cluster import RedisClusterNodes
+from tests.settings_env import settings_from
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +79,6 @@ def test_a_nodes_url_keeps_the_seed_urls_credentials_tls_and_options() -> None:
 ])
 def test_a_bad_seed_list_stops_with_one_clear_line(url: str, cluster: str, says: str) -> None:
     with pytest.raises(StartupError) as stopped:
-        from_env({"REDIS_URL": url, "RMQ_REDIS_CLUSTER": cluster})
+        settings_from({"REDIS_URL": url, "RMQ_REDIS_CLUSTER": cluster})
     message = str(stopped.value)
     assert "REDIS_URL" in message and says in message and "secret" not in message and "\n" not in message

@@ -13,11 +13,12 @@ import pytest
 import redis
 from aiohttp.test_utils import TestClient
 
-from service.config import StartupError, from_env
+from service.config import StartupError
 from service.worker import create_app
 from tests.builders import registration
 from tests.calls import register, route
 from tests.redis_server import RedisServer, free_port
+from tests.settings_env import settings_from
 from tests.tls_certs import Certs, make_certs
 
 
@@ -47,7 +48,7 @@ def rediss(port: int, **query: str) -> str:
 
 
 async def serves(aiohttp_client: Any, url: str) -> TestClient:
-    client = await aiohttp_client(create_app(from_env({"REDIS_URL": url, "RMQ_REMOTING_PORT": "0"})))
+    client = await aiohttp_client(create_app(settings_from({"REDIS_URL": url, "RMQ_REMOTING_PORT": "0"})))
     await register(client, registration(topics=["TopicTls"]))
     assert await route(client, "TopicTls") is not None
     return client
@@ -73,6 +74,6 @@ async def test_a_worker_refuses_to_start_on_a_redis_whose_certificate_its_ca_did
     _, tls_port = tls_redis
     other = make_certs(tmp_path / "other")
     url = rediss(tls_port, ssl_ca_certs=str(other.ca), ssl_cert_reqs="required")
-    app = create_app(from_env({"REDIS_URL": url, "RMQ_REMOTING_PORT": "0", "RMQ_REDIS_START_TIMEOUT_MS": "500"}))
+    app = create_app(settings_from({"REDIS_URL": url, "RMQ_REMOTING_PORT": "0", "RMQ_REDIS_START_TIMEOUT_MS": "500"}))
     with pytest.raises(StartupError, match="Redis unreachable at start .*CERTIFICATE_VERIFY_FAILED"):
         await aiohttp_client(app)

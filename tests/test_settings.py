@@ -12,8 +12,9 @@ import pytest
 from pydantic import ValidationError
 from redis.connection import parse_url
 
-from service.config import ENV, Settings, StartupError, describe, from_env, unknown_variables
+from service.config import ENV, Settings, StartupError, describe, unknown_variables
 from service.redis_url import masked
+from tests.settings_env import settings_from
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 PASSWORD = "p@ss/w:rd#1"
@@ -21,7 +22,7 @@ PASSWORD = "p@ss/w:rd#1"
 
 def refusal(env: dict[str, str]) -> str:
     with pytest.raises(StartupError) as refused:
-        from_env(env)
+        settings_from(env)
     line = str(refused.value)
     assert "\n" not in line
     return line
@@ -33,22 +34,22 @@ def fields_with_least(least: int) -> list[str]:
 
 def test_every_variable_is_the_field_name_in_capitals_after_RMQ() -> None:
     assert all(var == ("REDIS_URL" if name == "redis_url" else "RMQ_" + name.upper()) for var, name in ENV.items())
-    assert len(ENV) == len(Settings.model_fields) - 1  # all but `extra`
+    assert len(ENV) == len(Settings.model_fields)
 
 
 def test_ports_are_1_to_65535() -> None:
     assert refusal({"RMQ_PORT": "0"}) == "RMQ_PORT=0: must be an integer from 1 to 65535"
     assert "RMQ_PORT=65536" in refusal({"RMQ_PORT": "65536"})
-    assert (from_env({"RMQ_PORT": "1"}).port, from_env({"RMQ_PORT": "65535"}).port) == (1, 65535)
+    assert (settings_from({"RMQ_PORT": "1"}).port, settings_from({"RMQ_PORT": "65535"}).port) == (1, 65535)
 
 
 def test_the_remoting_port_may_be_0_for_off_but_not_above_65535() -> None:
-    assert from_env({"RMQ_REMOTING_PORT": "0"}).remoting_port == 0
+    assert settings_from({"RMQ_REMOTING_PORT": "0"}).remoting_port == 0
     assert "RMQ_REMOTING_PORT=70000: must be an integer from 0 to 65535" in refusal({"RMQ_REMOTING_PORT": "70000"})
 
 
 def test_the_remoting_port_defaults_to_9876_from_the_environment_only() -> None:
-    assert (from_env({}).remoting_port, Settings().remoting_port) == (9876, 0)
+    assert (settings_from({}).remoting_port, Settings().remoting_port) == (9876, 0)
 
 
 def test_intervals_timeouts_and_sizes_must_be_positive() -> None:
@@ -63,7 +64,7 @@ def test_durations_and_counts_may_be_0_but_not_negative() -> None:
     assert {"RMQ_MAX_STALENESS_MS", "RMQ_DRAIN_MS", "RMQ_STALE_MAX_MS", "RMQ_MAX_WATCHES"} <= set(zero_or_more)
     for var in zero_or_more:
         assert refusal({var: "-1"}) == f"{var}=-1: must be {describe(ENV[var])}"
-        assert getattr(from_env({var: "0"}), ENV[var]) == 0
+        assert getattr(settings_from({var: "0"}), ENV[var]) == 0
 
 
 def test_the_frame_buffer_holds_at_least_the_largest_frame() -> None:
@@ -78,12 +79,12 @@ def test_a_non_integer_is_refused() -> None:
 
 def test_the_version_poll_is_below_the_staleness_bound_unless_the_cache_is_off() -> None:
     assert "RMQ_VERSION_POLL_MS=1000: must be below RMQ_MAX_STALENESS_MS=1000" in refusal({"RMQ_VERSION_POLL_MS": "1000"})
-    assert from_env({"RMQ_VERSION_POLL_MS": "1000", "RMQ_MAX_STALENESS_MS": "0"}).version_poll_ms == 1000
+    assert settings_from({"RMQ_VERSION_POLL_MS": "1000", "RMQ_MAX_STALENESS_MS": "0"}).version_poll_ms == 1000
 
 
 def test_the_log_level_is_one_of_pythons_in_any_case() -> None:
     assert refusal({"RMQ_LOG_LEVEL": "LOUD"}) == "RMQ_LOG_LEVEL=LOUD: must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"
-    assert from_env({"RMQ_LOG_LEVEL": "debug"}).log_level == "DEBUG"
+    assert settings_from({"RMQ_LOG_LEVEL": "debug"}).log_level == "DEBUG"
 
 
 def test_the_log_format_and_read_auth_are_enumerated() -> None:
@@ -94,13 +95,22 @@ def test_the_log_format_and_read_auth_are_enumerated() -> None:
 def test_booleans_take_true_false_1_0_yes_no_on_off() -> None:
     for text, value in (("true", True), ("1", True), ("yes", True), ("ON", True),
                         ("false", False), ("0", False), ("no", False), ("off", False)):
-        assert from_env({"RMQ_ORDER_MESSAGE_ENABLE": text}).order_message_enable is value
+        assert settings_from({"RMQ_ORDER_MESSAGE_ENABLE": text}).order_message_enable is value
     assert refusal({"RMQ_ORDER_MESSAGE_ENABLE": "maybe"}) == (
         "RMQ_ORDER_MESSAGE_ENABLE=maybe: must be true or false (also 1/0, yes/no, on/off)")
 
 
 def test_an_empty_variable_counts_as_unset() -> None:
-    assert from_env({"RMQ_PORT": "", "REDIS_URL": ""}) == from_env({})
+    assert settings_from({"RMQ_PORT": "", "REDIS_URL": ""}) == settings_from({})
+
+
+def test_a_setting_is_read_from_its_variable_only_not_its_fields_name_or_another_case() -> None:
+    assert settings_from({"port": "9000", "rmq_port": "9000", "redis_url": "redis://h/0"}) == settings_from({})
+
+
+def test_settings_built_in_code_read_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RMQ_PORT", "9000")
+    assert Settings().port == 8080
 
 
 def test_a_value_with_spaces_is_quoted_in_the_line() -> None:
@@ -143,7 +153,7 @@ def test_redis_url_is_redis_rediss_unix_or_sentinel() -> None:
         "REDIS_URL=http://h:6379/0: must start with redis://, rediss://, unix:// or redis+sentinel://")
     for url in ("redis://h:6379/0", "rediss://u:p@h:6380/1", "unix:///run/redis.sock?db=2",
                 "redis+sentinel://:p@s1:26379,s2:26379/rmq/0?sentinel_password=q"):
-        assert from_env({"REDIS_URL": url}).redis_url == url
+        assert settings_from({"REDIS_URL": url}).redis_url == url
 
 
 def test_redis_url_port_must_be_a_number_from_1_to_65535() -> None:
@@ -175,7 +185,7 @@ def test_an_unencoded_url_delimiter_in_the_password_is_refused_without_echoing_i
 
 def test_a_percent_encoded_password_is_what_redis_py_sends() -> None:
     url = f"redis://:{quote(PASSWORD, safe='')}@h:6379/0"
-    assert from_env({"REDIS_URL": url}).redis_url == url
+    assert settings_from({"REDIS_URL": url}).redis_url == url
     assert parse_url(url)["password"] == PASSWORD and parse_url(url)["host"] == "h"
 
 
@@ -191,7 +201,7 @@ def test_masking_hides_every_password_whole() -> None:
 
 def test_several_hosts_need_the_cluster_setting() -> None:
     assert "set RMQ_REDIS_CLUSTER=true" in refusal({"REDIS_URL": "redis://h1:1,h2:2/0"})
-    assert from_env({"REDIS_URL": "redis://h1:1,h2:2/0", "RMQ_REDIS_CLUSTER": "true"}).redis_cluster
+    assert settings_from({"REDIS_URL": "redis://h1:1,h2:2/0", "RMQ_REDIS_CLUSTER": "true"}).redis_cluster
 
 
 # ------------------------------------------------------------------------------ docs

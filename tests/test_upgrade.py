@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import redis
 
-from service.config import ENV, Settings, StartupError, from_env
+from service.config import ENV, Settings, StartupError
 from service.keys import SCHEMA_VERSION, Keys
 from service.remoting import codec, codes
 from tests import previous_release
@@ -46,6 +46,7 @@ from tests.processes import ROOT, start, wait_http
 from tests.redis_server import free_port
 from tests.remoting import frames
 from tests.remoting.client import RemotingClient, request
+from tests.settings_env import settings_from
 from tests.test_horizontal import canonical
 from tests.tables import violations
 from tests.waits import until_sync
@@ -540,7 +541,7 @@ def test_every_setting_the_previous_release_took_starts_this_one_or_is_refused_s
             if took == "refused":
                 continue
             try:
-                taken = getattr(from_env({var: value}), field)
+                taken = getattr(settings_from({var: value}), field)
             except StartupError as exc:
                 refused[f"{var}={value}"] = str(exc)
                 continue

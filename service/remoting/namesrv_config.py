@@ -48,6 +48,6 @@ def properties(settings: Settings, listen_port: int) -> dict[str, str]:
         "notifyMinBrokerIdChanged": settings.notify_min_broker_id_changed,
     }
     for name, value in settings:  # the model's fields, in their order
-        if name not in SECRET_SETTINGS and name != "extra" and value is not None:
+        if name not in SECRET_SETTINGS and value is not None:
             values.setdefault(_camel(name), value)
     return {k: java(v) for k, v in values.items()}

@@ -15,9 +15,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from service.config import ENV, from_env
+from service.config import ENV
 from tests.deploy._common import (API_MD_OPERATION_PATHS, DOCKERFILE, GENERATED, K8S, app_paths, created_secrets,
                                   pyproject, readme_kubernetes_block)
+from tests.settings_env import settings_from
 
 VARIANT = K8S / "variants" / "spark-on-k8s"
 K8S_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
@@ -232,7 +233,7 @@ def test_probe_paths_are_real_routes():
 def test_configmap_keys_are_config_env_names_and_parse():
     unknown = set(CONFIG["data"]) - set(ENV)
     assert not unknown, f"ConfigMap keys service.config does not read: {unknown}"
-    settings = from_env({**CONFIG["data"], "REDIS_URL": "redis://:x@redis:6379/0"})
+    settings = settings_from({**CONFIG["data"], "REDIS_URL": "redis://:x@redis:6379/0"})
     assert settings.port == container_ports(pod_template(DEPLOY))["http"]
     assert settings.auth_tokens_file, "auth must be on in the deployment"
     assert settings.auth_reads in ("open", "token")

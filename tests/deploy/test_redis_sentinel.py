@@ -21,8 +21,8 @@ import redis
 import yaml
 
 import tests.deploy.test_manifests as m
-from service.config import from_env
 from service.redis_url import parse_sentinel_url
+from tests.settings_env import settings_from
 
 VARIANT = m.K8S / "variants" / "redis-sentinel"
 PASSWORD = "s3cret-test-password"
@@ -215,7 +215,8 @@ def test_workers_find_the_primary_through_the_sentinels(docs):
     assert target.password == target.sentinel_password == PASSWORD
     assert env["RMQ_REDIS_MIN_REPLICAS"]["value"] == "1"
     config = m.one("ConfigMap", "rmq-registry-config", docs=docs)["data"]
-    settings = from_env({**config, "REDIS_URL": url, "RMQ_REDIS_MIN_REPLICAS": env["RMQ_REDIS_MIN_REPLICAS"]["value"]})
+    settings = settings_from({**config, "REDIS_URL": url,
+                              "RMQ_REDIS_MIN_REPLICAS": env["RMQ_REDIS_MIN_REPLICAS"]["value"]})
     assert settings.redis_min_replicas == 1 and not settings.redis_cluster
 
 

@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 import tests.deploy.test_manifests as m
-from service.config import ENV, from_env
+from service.config import ENV
 from tests.deploy._common import ROOT
 from tests.deploy.test_dockerfile import ANALYTICS, INSTRS, RUNTIME, STAGES, Stage, effective, exec_form, stage_chain
 from tests.processes import console_script
+from tests.settings_env import settings_from
 
 IMAGES = {"rmq-registry": RUNTIME, "rmq-registry-analytics": ANALYTICS}
 CRONJOB = m.one("CronJob", "rmq-analytics")
@@ -228,7 +229,7 @@ def test_where_an_image_writes_is_a_volume_of_every_pod_that_runs_it(image: str)
 
 # ------------------------------------------------------------------------------- ports
 def test_the_exposed_ports_are_the_settings_defaults():
-    defaults = from_env({})
+    defaults = settings_from({})
     exposed = {int(p.split("/")[0]) for i in RUNTIME.all("EXPOSE") for p in i.args.split()}
     assert exposed == {defaults.port, defaults.remoting_port}
 
@@ -236,11 +237,11 @@ def test_the_exposed_ports_are_the_settings_defaults():
 def test_the_healthcheck_reads_the_port_setting_with_its_default():
     code = json.loads(effective(RUNTIME, "HEALTHCHECK").args.partition("CMD")[2])[2]
     (name, default), = re.findall(r"os\.environ\.get\('(\w+)', '(\d+)'\)", code)
-    assert ENV[name] == "port" and int(default) == from_env({}).port
+    assert ENV[name] == "port" and int(default) == settings_from({}).port
 
 
 def test_the_registry_pods_ports_are_the_ports_its_settings_give():
-    settings = from_env({**m.CONFIG["data"], "REDIS_URL": "redis://:x@redis:6379/0"})
+    settings = settings_from({**m.CONFIG["data"], "REDIS_URL": "redis://:x@redis:6379/0"})
     ports = m.container_ports(m.pod_template(m.DEPLOY))
     assert (ports["http"], ports["remoting"]) == (settings.port, settings.remoting_port)
 

@@ -17,8 +17,8 @@ import yaml
 
 import tests.deploy.test_manifests as m
 from service.addresses import AddressList
-from service.config import from_env
 from tests.deploy.test_redis_sentinel import render
+from tests.settings_env import settings_from
 
 VARIANT = m.K8S / "variants" / "remoting-external"
 NODEPORT = VARIANT / "nodeport"
@@ -108,7 +108,7 @@ def test_the_brokers_networks_reach_the_remoting_port_only(lb: list[dict]) -> No
 
 def test_the_workers_settings_parse_and_whitelist_the_networks_the_policy_admits(lb: list[dict]) -> None:
     data = m.one("ConfigMap", "rmq-registry-config", docs=lb)["data"]
-    settings = from_env(data)  # StartupError, one line, on a bad pattern
+    settings = settings_from(data)  # StartupError, one line, on a bad pattern
     assert settings.remoting_white_addresses and settings.remoting_proxy_protocol is False
     white = AddressList.from_setting(settings.remoting_white_addresses)
     for network in external_networks(lb):

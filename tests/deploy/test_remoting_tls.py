@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 import tests.deploy.test_manifests as m
-from service.config import from_env
 from tests.deploy.test_remoting_external import build
+from tests.settings_env import settings_from
 from tests.tls_certs import make_certs
 
 VARIANT = m.K8S / "variants" / "remoting-tls"
@@ -66,10 +66,10 @@ def test_the_rendered_settings_pass_the_workers_check_given_a_real_certificate(d
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target)
         config[setting] = str(target)
-    settings = from_env({**config, "REDIS_URL": "redis://:x@redis:6379/0"})
+    settings = settings_from({**config, "REDIS_URL": "redis://:x@redis:6379/0"})
     assert settings.remoting_tls_cert and settings.remoting_tls_cert.endswith("/tls.crt")
 
 
 def test_the_base_serves_tls_with_a_self_signed_certificate_by_default() -> None:
-    settings = from_env({**m.CONFIG["data"], "REDIS_URL": "redis://:x@redis:6379/0"})
+    settings = settings_from({**m.CONFIG["data"], "REDIS_URL": "redis://:x@redis:6379/0"})
     assert (settings.remoting_tls_mode, settings.remoting_tls_cert) == ("permissive", None)

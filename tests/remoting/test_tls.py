@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from service.config import Settings, StartupError, from_env
+from service.config import Settings, StartupError
 from service.remoting import codes, tls
 from service.worker import REMOTING
 from tests.builders import registration
@@ -24,6 +24,7 @@ from tests.remoting.client import RemotingClient
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import register, route
 from tests.remoting.test_proxy_protocol import v1, v2
+from tests.settings_env import settings_from
 from tests.tls_certs import Certs, insecure_client, make_certs
 from tests.waits import BOUND_S, until
 
@@ -63,7 +64,7 @@ async def refused(port: int, tls_context: ssl.SSLContext | None) -> bool:
 # ---------------------------------------------------------------------- permissive
 async def test_permissive_is_the_default_of_the_settings_and_the_environment() -> None:
     assert Settings().remoting_tls_mode == "permissive"
-    assert from_env({}).remoting_tls_mode == "permissive"
+    assert settings_from({}).remoting_tls_mode == "permissive"
 
 
 async def test_permissive_serves_a_tls_client_with_a_self_signed_certificate(worker: Worker) -> None:
@@ -249,13 +250,13 @@ def test_a_bad_tls_setting_is_one_line(env: dict[str, str], line: str) -> None:
     """The line the worker prints before it exits with status 2 (service/cli.py;
     tests/test_startup_failures.py checks the exit of a real process)."""
     with pytest.raises(StartupError) as refused:
-        from_env(env)
+        settings_from(env)
     assert str(refused.value) == line
 
 
 def test_a_key_that_is_not_the_certificates_is_refused(certs: Certs) -> None:
     with pytest.raises(StartupError) as refused:
-        from_env({"RMQ_REMOTING_TLS_CERT": str(certs.server), "RMQ_REMOTING_TLS_KEY": str(certs.client_key)})
+        settings_from({"RMQ_REMOTING_TLS_CERT": str(certs.server), "RMQ_REMOTING_TLS_KEY": str(certs.client_key)})
     assert str(refused.value).startswith(f"RMQ_REMOTING_TLS_CERT={certs.server}, RMQ_REMOTING_TLS_KEY={certs.client_key}: "
                                          "cannot load them (KEY_VALUES_MISMATCH)")
     assert "\n" not in str(refused.value)
@@ -264,7 +265,7 @@ def test_a_key_that_is_not_the_certificates_is_refused(certs: Certs) -> None:
 def test_a_client_ca_that_is_no_certificate_is_refused(tmp_path: Path) -> None:
     (tmp_path / "ca.pem").write_text("not a certificate\n")
     with pytest.raises(StartupError) as refused:
-        from_env({"RMQ_REMOTING_TLS_CLIENT_CA": str(tmp_path / "ca.pem")})
+        settings_from({"RMQ_REMOTING_TLS_CLIENT_CA": str(tmp_path / "ca.pem")})
     assert str(refused.value).startswith(f"RMQ_REMOTING_TLS_CLIENT_CA={tmp_path / 'ca.pem'}: cannot load it (")
 
 
