@@ -2,8 +2,9 @@
 serves cached HTTP route reads, with no traceback, on the lowest aiohttp and redis-py the
 declaration admits, on later aiohttp releases (the last of each minor line, and those that
 broke the old connection-handler shortcut), and on the newest; the HTTP front's and the
-Redis Cluster tests pass on the lowest; and the lowest cryptography makes the RocketMQ
-port's self-signed certificate.
+Redis Cluster tests pass on the lowest; the lowest cryptography makes the RocketMQ
+port's self-signed certificate; and the settings' tests pass on the lowest pydantic and
+pydantic-settings.
 
 Each runs the checkout's code on a venv of its own (tests/dependency_venvs.py: made
 with pip once, then reused). Select them with ``-m dependency_range``, leave them out with
@@ -201,3 +202,15 @@ def test_the_lowest_declared_cryptography_makes_a_certificate_a_tls_client_accep
     done = subprocess.run([str(venvs.python(floor)), "-c", HANDSHAKE], cwd=venvs.ROOT, env=venvs.environment(),
                           capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "localhost"), (done.stdout + done.stderr)[-3000:]
+
+
+def test_the_settings_tests_pass_on_the_lowest_declared_pydantic_and_pydantic_settings() -> None:
+    floor = venvs.venv("settings-floor", [f"pydantic=={venvs.floor('pydantic')}",
+                                          f"pydantic-settings=={venvs.floor('pydantic-settings')}"], extras="test")
+    assert same(venvs.version(floor, "pydantic"), venvs.floor("pydantic"))
+    assert same(venvs.version(floor, "pydantic-settings"), venvs.floor("pydantic-settings"))
+    done = subprocess.run([str(venvs.python(floor)), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_settings.py", "tests/test_previous_settings.py"],
+                          cwd=venvs.ROOT, env=venvs.environment(), capture_output=True, text=True, timeout=1100)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+    assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout, done.stdout[-3000:]
