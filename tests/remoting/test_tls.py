@@ -140,7 +140,7 @@ async def test_connections_before_their_first_byte_count_against_the_cap(make_wo
 
 
 async def test_every_address_of_the_host_listens_on_one_port() -> None:
-    listener = tls.Listener("permissive", None, lambda source: asyncio.Protocol(), proxy_protocol=False,
+    listener = tls.Listener("permissive", tls.server_context(None, None), lambda source: asyncio.Protocol(), proxy_protocol=False,
                             first_byte_s=1, handshake_s=1, admit=lambda pending: True, refused=Counter(),
                             closed=Counter())
     port = await listener.start("", 0)  # every interface: 0.0.0.0 and :: (for well under a second)
