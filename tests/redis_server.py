@@ -6,7 +6,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import redis
@@ -75,19 +74,25 @@ class RedisServer:
             "--logfile", str(self.dir / "redis.log"),
             *self.extra_args,
         ]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.proc = None
-                return False
+        proc = self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def up_or_exited() -> str | None:
+            if proc.poll() is not None:
+                return "exited"
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
                     if s.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # up, perhaps with a password
-                        return True
+                        return "up"
             except OSError:
-                time.sleep(0.02)
+                pass
+            return None
+
+        try:
+            if until_sync(up_or_exited, 10, f"redis-server answering on port {self.port}") == "up":
+                return True
+        except AssertionError:  # start() tries another port, or says what the log says
+            pass
         self.stop()
         return False
 

@@ -147,14 +147,13 @@ def test_registered_through_the_lb_read_identically_through_every_worker(cluster
 
     bases = [*cluster.urls, cluster.lb.url]
     began = time.monotonic()
-    deadline = began + STALENESS_S
-    while True:
-        begun = time.monotonic()  # a round begun past the bound must agree; one begun before may end past it
+
+    def agreeing() -> list[Any] | None:
         views = [view(b, TOPICS) for b in bases]
-        if all(v == views[0] for v in views) or begun > deadline:
-            break
-        time.sleep(0.05)
-    assert all(v == views[0] for v in views), "workers disagree after the staleness bound"
+        return views if all(v == views[0] for v in views) else None
+
+    # a round begun past the bound must agree (one begun before may end past it)
+    views = until_sync(agreeing, STALENESS_S, "the workers agreeing within the staleness bound", poll_s=0.05)
     print(f"\nLB spread {cluster.lb.picked}; 4 views identical after {time.monotonic() - began:.2f} s")
     assert all(views[0]["routes"][t]["queueDatas"] for t in TOPICS)
     assert violations(r) == []

@@ -31,6 +31,7 @@ from service.remoting.client import ClientError, NameServerClient
 from tests.builders import identity, registration
 from tests.processes import console_script, post, start, wait_http
 from tests.redis_server import RedisServer, free_port
+from tests.waits import until_sync
 
 SCAN_MS = 500
 BROKERS_AT_RESET = 20
@@ -48,11 +49,9 @@ def metric(base: str, name: str) -> float | None:
 
 
 def until(check: Any, bound_s: float, what: str) -> float:
-    """Seconds until `check()` held (fails past `bound_s`)."""
+    """Seconds until `check()` held (tests/waits.py's wait, timed)."""
     started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < bound_s, f"{what}: not within {bound_s} s"
-        time.sleep(0.05)
+    until_sync(check, bound_s, what, poll_s=0.05)
     return time.monotonic() - started
 
 

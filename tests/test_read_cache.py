@@ -25,13 +25,17 @@ async def stale_for(client: TestClient, topic: str, check, limit_s: float = 30) 
     the change, however long its answer then takes on a loaded machine."""
     started = time.monotonic()
     stale_sent = 0.0
-    while time.monotonic() - started < limit_s:
+
+    async def changed() -> bool:
+        nonlocal stale_sent
         sent = time.monotonic() - started
         if check(await route(client, topic)):
-            return stale_sent
+            return True
         stale_sent = sent
-        await asyncio.sleep(0.01)
-    raise AssertionError("never changed")
+        return False
+
+    await waits.until(changed, limit_s, f"{topic}'s route changed", poll_s=0.01)
+    return stale_sent
 
 
 def write_queues(answer: dict | None) -> int | None:

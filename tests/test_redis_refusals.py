@@ -3,7 +3,6 @@ by /readyz, logged once per burst; nothing half-applied; service resumes by itse
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import AsyncIterator, Iterator
 
@@ -17,6 +16,7 @@ from tests.builders import identity, registration
 from tests.calls import register
 from tests.redis_server import RedisServer
 from tests.tables import violations
+from tests.waits import BOUND_S, until
 
 
 @pytest.fixture
@@ -119,10 +119,8 @@ async def test_a_failing_snapshot_refuses_writes_with_its_cause(aiohttp_client) 
         r.config_set("stop-writes-on-bgsave-error", "yes")
         r.config_set("dir", "/proc")
         r.bgsave()
-        for _ in range(100):
-            if r.info("persistence")["rdb_last_bgsave_status"] == "err":
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: r.info("persistence")["rdb_last_bgsave_status"] == "err", BOUND_S,
+                    "the snapshot failing", poll_s=0.05)
         resp = await worker.post("/v1/brokers/register", json=registration(version=2, topics=["T9"]))
         assert resp.status == 503 and "snapshot failing" in (await resp.json())["message"]
         assert violations(r) == []

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient
 from tests.builders import identity, registration
 from tests.calls import register, route
 from tests.tables import violations
+from tests.waits import until
 
 
 async def test_registration_through_one_worker_is_read_through_another_at_once(make_client) -> None:
@@ -98,13 +99,18 @@ async def test_concurrent_brokers_workers_and_scanners_leave_consistent_tables(m
     # held to when the last read that still found one was sent, not to how long reads take
     silent_from = time.monotonic()
     last_found_asked = 0.0
-    while (asked := time.monotonic()) - silent_from < 30:
+
+    async def all_gone() -> bool:
+        nonlocal last_found_asked
+        asked = time.monotonic()
         cluster = await (await workers[0].get("/v1/cluster")).json()
         listed = await (await workers[1].get("/v1/topics")).json()
         if cluster == {"brokerAddrTable": {}, "clusterAddrTable": {}} and listed == {"topicList": []}:
-            break
+            return True
         last_found_asked = asked - silent_from
-        await asyncio.sleep(0.05)
+        return False
+
+    await until(all_gone, 30, "every silent broker gone from the cluster and the topic list", poll_s=0.05)
     assert violations(r) == []
     assert (await (await workers[0].get("/v1/cluster")).json()) == {"brokerAddrTable": {}, "clusterAddrTable": {}}
     assert (await (await workers[1].get("/v1/topics")).json()) == {"topicList": []}

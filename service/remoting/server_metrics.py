@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from service.remoting.server import RemotingServer
 
 # Why the server refuses a connection as it opens, and why it closes one.
-REFUSALS = ("too_many_connections", "tls_required", "tls_handshake", "tls_unavailable",  # tls: service/remoting/tls.py
+REFUSALS = ("too_many_connections", "tls_required", "tls_handshake",  # tls: service/remoting/tls.py
             "tls_disabled")  # a TLS handshake in mode disabled: server.py
 TRANSPORTS = ("plain", "tls")
 CLOSINGS = ("idle", "slow_frame", "bad_frame", "answer_failed")

@@ -154,13 +154,13 @@ class Listener:
     the mode and the first byte say, and ``loop.connect_accepted_socket`` hands the socket,
     with the TLS handshake when there is one, to the protocol the server makes."""
 
-    def __init__(self, mode: str, context: ssl.SSLContext | None, factory: ProtocolFactory, *,
+    def __init__(self, mode: str, context: ssl.SSLContext, factory: ProtocolFactory, *,
                  proxy_protocol: bool, first_byte_s: float, handshake_s: float, admit: Callable[[int], bool],
                  refused: Counter[str], closed: Counter[str]) -> None:
         if mode not in ("permissive", "enforcing"):
             raise ValueError(f"no listener of ours in mode {mode!r}")
         self.mode = mode
-        self.context = context  # None: no certificate could be made; TLS clients are refused
+        self.context = context
         self.factory = factory
         self.proxy_protocol = proxy_protocol
         self.first_byte_s = first_byte_s
@@ -238,12 +238,8 @@ class Listener:
             if first is None:  # closed before a byte: nothing to serve
                 sock.close()
                 return
-            context = None
-            if first == HANDSHAKE:
-                if self.context is None:
-                    raise Refused("tls_unavailable", "a TLS handshake, but no certificate (see the start's warning)")
-                context = self.context
-            elif self.mode == "enforcing":
+            context = self.context if first == HANDSHAKE else None
+            if context is None and self.mode == "enforcing":
                 raise Refused("tls_required", "a plain connection (RMQ_REMOTING_TLS_MODE=enforcing)")
             try:
                 await loop.connect_accepted_socket(

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
@@ -24,6 +23,7 @@ import redis  # noqa: E402
 
 from tests.analytics.seed import DATASET, build_model, write_model  # noqa: E402
 from tests.redis_server import free_port  # noqa: E402
+from tests.waits import until_sync  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -56,21 +56,21 @@ def standalone(tmp_path: Path) -> Iterator[tuple[str, int]]:
                                "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui)],
                               env=env, stdout=logs[0], stderr=subprocess.STDOUT)]
     try:
-        deadline = time.monotonic() + 120
-        while True:
+        def answers() -> bool:
             try:
-                master_json(webui)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-2000:]
-                time.sleep(0.5)
+                return bool(master_json(webui))
+            except OSError:  # not listening yet
+                return False
+
+        until_sync(answers, 120, lambda: "the master's web UI: " + (tmp_path / "master.log").read_text()[-2000:],
+                   poll_s=0.5)
         procs.append(subprocess.Popen(
             ["java", "-Xmx128m", "-cp", cp, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
              "--host", "127.0.0.1", "--cores", "1", "--memory", "768m", "--webui-port", str(free_port()),
              "--work-dir", str(tmp_path / "work")], env=env, stdout=logs[1], stderr=subprocess.STDOUT))
-        while not [w for w in master_json(webui).get("workers", []) if w.get("state") == "ALIVE"]:
-            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-2000:]
-            time.sleep(0.5)
+        until_sync(lambda: [w for w in master_json(webui).get("workers", []) if w.get("state") == "ALIVE"],
+                   120,
+                   lambda: "a worker alive: " + (tmp_path / "worker.log").read_text()[-2000:], poll_s=0.5)
         yield f"spark://127.0.0.1:{port}", webui
     finally:
         for p in reversed(procs):

@@ -12,7 +12,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import kubernetes_validate
@@ -23,6 +22,7 @@ import yaml
 import tests.deploy.test_manifests as m
 from service.redis_url import parse_sentinel_url
 from tests.settings_env import settings_from
+from tests.waits import until_sync
 
 VARIANT = m.K8S / "variants" / "redis-sentinel"
 PASSWORD = "s3cret-test-password"
@@ -326,17 +326,22 @@ def _free_port() -> int:
 
 def _start(args: list[str], port: int) -> subprocess.Popen:
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def listening() -> bool:
         if proc.poll() is not None:
             pytest.fail(f"{args} exited: {proc.stdout.read()}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
+            return True
         except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    pytest.fail(f"{args} did not listen on {port}")
+            return False
+
+    try:
+        until_sync(listening, 10, f"{args} listening on {port}", poll_s=0.05)
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc
 
 
 def test_redis_and_the_sentinel_start_with_the_generated_files(tmp_path: Path):

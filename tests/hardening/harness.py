@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import redis
 from service.keys import Keys
 from tests.processes import ROOT, console_script
 from tests.redis_server import RedisServer, free_port
+from tests.waits import until_sync
 
 HERE = Path(__file__).resolve().parent
 CHECKS_LUA = (HERE / "checks.lua").read_text(encoding="utf-8")
@@ -85,17 +85,19 @@ class Worker:
             cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT,
         )
         log.close()
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.log()}")
+        proc = self.proc
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {proc.returncode}:\n{self.log()}")
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1) as resp:
-                    if resp.status == 200:
-                        return self
+                    return resp.status == 200
             except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"worker on {self.url} did not answer within {wait_s} s:\n{self.log()}")
+                return False
+
+        until_sync(healthy, wait_s, lambda: f"worker on {self.url} answering /healthz:\n{self.log()}", poll_s=0.1)
+        return self
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

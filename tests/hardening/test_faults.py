@@ -99,7 +99,7 @@ async def resumed(env: Env, since: float, probe: int) -> float:
     body = registration(addr=f"10.99.0.{probe}:10911", name=f"probe{probe}", cluster="probe",
                         topics=[f"Probe{probe}"], timeout_ms=60_000)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-        while True:
+        async def served() -> bool:
             ok = True
             for url in env.urls:
                 try:
@@ -109,11 +109,10 @@ async def resumed(env: Env, since: float, probe: int) -> float:
                         ok &= resp.status == 200
                 except aiohttp.ClientError:
                     ok = False
-            if ok:
-                return time.monotonic() - since
-            if time.monotonic() - since > 30:
-                return float("inf")
-            await asyncio.sleep(0.02)
+            return ok
+
+        await until(served, 30, f"a registration and a read of probe {probe} through every worker")
+        return time.monotonic() - since
 
 
 class Running:
@@ -292,15 +291,14 @@ async def test_pubsub_connections_killed_under_load(env: Env, running: Running) 
             async with session.post(env.urls[0] + "/v1/brokers/register", json=body) as resp:
                 assert resp.status == 200
             registered = time.monotonic()
-            while True:
+
+            async def routed(topic: str = topic) -> bool:
                 async with session.get(env.urls[1] + f"/v1/routes/{topic}") as resp:
-                    if resp.status == 200:
-                        break
-                assert time.monotonic() - registered < 1.0 + MARGIN_S, "route stale past the bound"
-                await asyncio.sleep(0.02)
-            while subscribers() < len(env.workers):
-                assert time.monotonic() - killed_at < RESUME_S, "a worker did not resubscribe within 2 s"
-                await asyncio.sleep(0.02)
+                    return resp.status == 200
+
+            await until(routed, registered + 1.0 + MARGIN_S - time.monotonic(), "the route fresh within the bound")
+            await until(lambda: subscribers() >= len(env.workers), killed_at + RESUME_S - time.monotonic(),
+                        "every worker resubscribed within 2 s")
     admin.close()
     await running.finish()
     load = running.load

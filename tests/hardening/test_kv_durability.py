@@ -62,12 +62,12 @@ def get(session: requests.Session, url: str) -> requests.Response:
     """A read that retries 503 past the 2 s recovery window, with room for a loaded machine
     (a stale pooled connection may fail its first call after a restart: see test_faults.py,
     pooled connections)."""
-    deadline = time.monotonic() + 10.0
-    while True:
+    def answered() -> tuple[requests.Response] | None:
         resp = session.get(url, timeout=10)
-        if resp.status_code != 503 or time.monotonic() > deadline:
-            return resp
-        time.sleep(0.05)
+        return None if resp.status_code == 503 else (resp,)  # in a tuple: a Response of 4xx is false
+
+    [resp] = until_sync(answered, 10.0, f"{url} answering other than 503", poll_s=0.05)
+    return resp
 
 
 def wait_ok(session: requests.Session, url: str, limit_s: float = 30) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import struct
 import zlib
 from typing import Any
@@ -14,6 +13,7 @@ from service.remoting import bodies, codec, codes
 from service.remoting.codec import Command
 from tests.builders import registration
 from tests.remoting.client import request
+from tests.waits import BOUND_S, until
 
 
 def compress_register_body(doc: dict[str, Any], version: int) -> bytes:
@@ -68,10 +68,6 @@ def route(topic: str, **kw: Any) -> Command:
     return request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, **kw)
 
 
-async def refreshed(r: redis.Redis, key: str) -> bool:
-    """The live row's lastUpdateTimestamp (set to 1 by the test) moved within 2 s."""
-    for _ in range(100):
-        if int(r.hget(key, "lastUpdateTimestamp") or 0) > 1:
-            return True
-        await asyncio.sleep(0.02)
-    return False
+async def refreshed(r: redis.Redis, key: str) -> None:
+    """Until the live row's lastUpdateTimestamp (set to 1 by the test) moved."""
+    await until(lambda: int(r.hget(key, "lastUpdateTimestamp") or 0) > 1, BOUND_S, f"{key} refreshed")

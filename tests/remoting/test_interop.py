@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 
 import orjson
 import pytest
@@ -15,6 +14,7 @@ from tests.calls import route as http_route
 from tests.remoting.client import RemotingClient, request
 from tests.remoting.conftest import Worker
 from tests.remoting.frames import register, route
+from tests.waits import BOUND_S, until
 
 pytestmark = pytest.mark.usefixtures("consistent")
 
@@ -81,12 +81,9 @@ async def test_two_workers(make_worker) -> None:
     ca, cb = await RemotingClient.connect(a.port), await RemotingClient.connect(b.port)
     assert await tcp_route(cb, "TopicTest") is None  # b caches the miss
     await ca.call(register())
-    found = None
-    for _ in range(40):  # b's cache learns of the change by pub/sub, or by its poll within 1 s
-        if (found := await tcp_route(cb, "TopicTest")) is not None:
-            break
-        await asyncio.sleep(0.05)
-    assert found is not None and normal(found) == normal(await http_route(b.http, "TopicTest"))
+    # b's cache learns of the change by pub/sub, or by its poll within 1 s
+    found = await until(lambda: tcp_route(cb, "TopicTest"), BOUND_S, "TopicTest routed by b after a's registration")
+    assert normal(found) == normal(await http_route(b.http, "TopicTest"))
     await cb.call(request(codes.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}))
     assert (await http_route(a.http, "TopicTest"))["queueDatas"][0]["perm"] == 4
     await ca.close()

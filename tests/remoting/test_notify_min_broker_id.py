@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable
 
 import pytest
 
 from service.remoting import codec, codes
 from service.remoting.codec import Command
 from tests.remoting.conftest import Worker
+from tests.waits import BOUND_S, until
 
 pytestmark = pytest.mark.usefixtures("consistent")
 
@@ -128,9 +129,5 @@ async def test_a_broker_that_cannot_be_reached_is_logged_and_the_rest_are_told(
     await gone.server.wait_closed()
     await register(notifying, master, 0)
     assert (await slave1.told()).ext_fields["minBrokerId"] == "0"
-    for _ in range(100):
-        if any("could not tell" in r.getMessage() and gone.addr in r.getMessage() for r in caplog.records):
-            break
-        await asyncio.sleep(0.05)
-    else:
-        pytest.fail("no line for the broker that could not be told")
+    await until(lambda: any("could not tell" in r.getMessage() and gone.addr in r.getMessage()
+                            for r in caplog.records), BOUND_S, "a line for the broker that could not be told")

@@ -27,6 +27,7 @@ from tests.remoting.frames import register
 from tests.remoting.test_acl import KEYS, REFUSED
 from tests.remoting.test_whitelist import needs_ipv6
 from tests.tables import snapshot
+from tests.waits import until
 
 NO_KEY = REFUSED + "No accessKey is configured"
 WHITE = "10.1.2.* 127.0.0.2 ::1"
@@ -199,18 +200,18 @@ backend workers
 """)
     proc = await asyncio.create_subprocess_exec(binary, "-db", "-f", str(config),
                                                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    async def listening() -> bool:
+        with contextlib.suppress(OSError):
+            _, w = await asyncio.open_connection(listen, port)
+            w.close()
+            return True
+        if proc.returncode is not None:
+            err = await proc.stderr.read() if proc.stderr else b""
+            raise AssertionError(f"haproxy exited: {err.decode(errors='replace')}")
+        return False
+
     try:
-        for _ in range(100):  # bounded: 10 s for HAProxy to listen
-            with contextlib.suppress(OSError):
-                _, w = await asyncio.open_connection(listen, port)
-                w.close()
-                break
-            if proc.returncode is not None:
-                err = await proc.stderr.read() if proc.stderr else b""
-                raise AssertionError(f"haproxy exited: {err.decode(errors='replace')}")
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("haproxy did not listen within 10 s")
+        await until(listening, 10, f"haproxy listening on {listen}:{port}", poll_s=0.1)
         yield port
     finally:
         if proc.returncode is None:

@@ -113,10 +113,7 @@ async def test_a_broken_handshake_is_closed_and_counted(worker: Worker) -> None:
     await writer.drain()
     await asyncio.wait_for(reader.read(), 5)  # an alert perhaps, then the close
     assert reader.at_eof()
-    for _ in range(50):
-        if worker.app[REMOTING].refused["tls_handshake"]:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: worker.app[REMOTING].refused["tls_handshake"], BOUND_S, "the broken handshake counted")
     assert worker.app[REMOTING].refused["tls_handshake"] == 1
     writer.close()
 
@@ -141,7 +138,7 @@ async def test_connections_before_their_first_byte_count_against_the_cap(make_wo
 
 
 async def test_every_address_of_the_host_listens_on_one_port() -> None:
-    listener = tls.Listener("permissive", None, lambda source: asyncio.Protocol(), proxy_protocol=False,
+    listener = tls.Listener("permissive", tls.server_context(None, None), lambda source: asyncio.Protocol(), proxy_protocol=False,
                             first_byte_s=1, handshake_s=1, admit=lambda pending: True, refused=Counter(),
                             closed=Counter())
     port = await listener.start("", 0)  # every interface: 0.0.0.0 and :: (for well under a second)
@@ -168,10 +165,7 @@ async def test_a_connection_reset_before_its_first_byte_is_one_debug_line(
 async def test_enforcing_refuses_a_plain_client_before_reading_a_frame(make_worker: Any) -> None:
     worker = await make_worker(remoting_tls_mode="enforcing")
     assert await refused(worker.port, None)
-    for _ in range(50):
-        if worker.app[REMOTING].refused["tls_required"]:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: worker.app[REMOTING].refused["tls_required"], BOUND_S, "the plain connection counted")
     assert worker.app[REMOTING].refused["tls_required"] == 1
     metrics = await (await worker.http.get("/metrics")).text()
     assert 'rmq_remoting_connections_refused_total{reason="tls_required"} 1.0' in metrics

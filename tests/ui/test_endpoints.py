@@ -137,12 +137,12 @@ async def test_topic_summary_has_every_topics_queues_and_order_config(aiohttp_cl
     assert (await client.get("/v1/topics/summary", headers={"If-None-Match": etag})).status == 304
     await register(client, registration(addr="10.0.1.1:10911", name="broker-a", version=2, topics={
         "T1": topic_config("T1", read=2, write=6)}))
-    for _ in range(100):  # within the cache's staleness bound
-        changed = await client.get("/v1/topics/summary", headers={"If-None-Match": etag})
-        if changed.status == 200:
-            break
-        await asyncio.sleep(0.02)
-    assert changed.status == 200
+    async def changed_summary() -> Any:
+        resp = await client.get("/v1/topics/summary", headers={"If-None-Match": etag})
+        return resp if resp.status == 200 else None
+
+    # a read begun past twice the cache's staleness bound (1 s) must see the change
+    changed = await waits.until(changed_summary, 2.0, "the summary changed after a registration (not 304)")
     queues = {q["brokerName"]: q for q in (await changed.json())["topics"][0]["queueDatas"]}
     assert queues["broker-a"]["writeQueueNums"] == 6
 

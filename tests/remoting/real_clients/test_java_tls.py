@@ -31,6 +31,7 @@ from tests.redis_server import free_port
 from tests.remoting.frames import register
 from tests.remoting.real_clients.helpers import run_process
 from tests.tls_certs import insecure_client
+from tests.waits import until
 
 JAVA_HOME_ENV = "RMQ_BENCH_JAVA_NAMESRV_HOME"
 ROCKETMQ_HOME_ENV = "RMQ_JAVA_ROCKETMQ_HOME"
@@ -117,14 +118,12 @@ async def test_a_broker_with_tls_enabled_registers_over_tls_in_permissive_mode(w
         env={**os.environ, "ROCKETMQ_HOME": str(home)}, cwd=tmp_path,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     try:
-        route = None
-        for _ in range(120):  # a broker registers once it has started: seconds on a busy machine
+        async def registered() -> Any:
             resp = await worker.http.get("/v1/routes/broker-tls")  # the topic each broker makes of its name
-            if resp.status == 200:
-                route = await resp.json()
-                break
-            await asyncio.sleep(0.5)
-        assert route is not None, "the broker did not register within 60 s"
+            return await resp.json() if resp.status == 200 else None
+
+        # a broker registers once it has started: seconds on a busy machine
+        route = await until(registered, 60, "the broker registered over TLS", poll_s=0.5)
         assert route["brokerDatas"][0]["cluster"] == "TlsCluster"
         served = worker.app[REMOTING].served
         assert served["tls"] >= 1 and served["plain"] == 0
