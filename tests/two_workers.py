@@ -14,6 +14,7 @@ from service.http.app_keys import CACHE, NODE
 from service.registry import Registry
 from service.worker import REMOTING, create_app, install_remoting
 from tests.remoting.client import RemotingClient
+from tests.waits import until
 
 
 @dataclass
@@ -37,4 +38,8 @@ async def start(aiohttp_client: Any, settings: Settings, n: int = 2) -> list[Wor
         install_remoting(app, "127.0.0.1", 0)
         http = await aiohttp_client(app)
         made.append(Worker(http, await RemotingClient.connect(app[REMOTING].bound_port)))
+    # each scanner's first pass, which runs at start, done before the test begins: a pass that
+    # came late (a loaded machine) would collect the test's own departures in its midst
+    scanners = [w.http.app[NODE].scanner for w in made]
+    await until(lambda: all(s.stats.passes or s.stats.failures for s in scanners), 30, "every worker's first scan pass")
     return made
