@@ -30,6 +30,12 @@ T = TypeVar("T")
 
 # short: an expiry step waits for one scan; a stop mid-work gives its queue no time
 SCAN_INTERVAL_MS = 100
+# A broker's connection is never closed as idle (RMQ_REMOTING_IDLE_MS, 120 s by default, as
+# Java's serverChannelMaxIdleTimeSeconds): a real broker sends something every 30 s, the
+# model's send only at their steps, seconds apart, and a long run's brokers fall silent for
+# minutes. Closed as idle, a broker leaves (tests/remoting/test_channel_close.py), as on
+# Java; the model has no clock for it, and three differences the long runs found were that.
+IDLE_MS = 86_400_000
 
 
 class Loop:
@@ -67,7 +73,8 @@ class Worker:
         self.proc = start(command,
                           env={"REDIS_URL": self.redis_url, "RMQ_REMOTING_PORT": str(self.tcp_port),
                                "RMQ_REMOTING_HOST": "127.0.0.1", "RMQ_SCAN_INTERVAL_MS": str(SCAN_INTERVAL_MS),
-                               "RMQ_REDIS_TIMEOUT_MS": "10000", "RMQ_LOG_LEVEL": "WARNING"},
+                               "RMQ_REDIS_TIMEOUT_MS": "10000", "RMQ_LOG_LEVEL": "WARNING",
+                               "RMQ_REMOTING_IDLE_MS": str(IDLE_MS)},
                           output=log)
         log.close()
         wait_http(f"{self.base}/readyz", 60)

@@ -98,3 +98,17 @@ async def test_a_client_that_registered_nothing_removes_nothing_when_it_closes(w
     await asyncio.sleep(0.3)  # time must pass (see NOTHING_WITHIN_S)
     assert await route(worker.http, "T1") is not None
     await worker.http.post("/v1/brokers/unregister", json=http_identity(reg))
+
+
+async def test_a_connection_closed_as_idle_removes_the_broker_it_registered(make_worker) -> None:
+    # RocketMQ's NameServer closes a channel idle for serverChannelMaxIdleTimeSeconds (120 s)
+    # and its close removes the brokers on it (onChannelDestroy); a broker that sends nothing
+    # for that long (its period is 30 s) is gone with its connection here too
+    worker = await make_worker(remoting_idle_ms=500)
+    client = await RemotingClient.connect(worker.port)
+    try:
+        assert (await client.call(frames.register(registration(topics=["T1"])))).code == codes.SUCCESS
+        assert await route(worker.http, "T1") is not None
+        assert await gone_within(worker, "T1", GONE_WITHIN_S)
+    finally:
+        await client.close()
