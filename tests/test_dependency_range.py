@@ -174,10 +174,10 @@ def test_the_http_front_and_redis_cluster_tests_pass_on_the_lowest_declared_rele
                                       f"redis[hiredis]=={venvs.floor('redis')}"], extras="test")
     assert same(venvs.version(floor, "aiohttp"), venvs.floor("aiohttp"))
     assert same(venvs.version(floor, "redis"), venvs.floor("redis"))
-    tests_pass(floor, "tests/test_http_route_reads.py", "tests/test_redis_cluster.py", "tests/test_shutdown.py")
+    suite_passes(floor, "tests/test_http_route_reads.py", "tests/test_redis_cluster.py", "tests/test_shutdown.py")
 
 
-def tests_pass(venv: Path, *files: str) -> None:
+def suite_passes(venv: Path, *files: str) -> None:
     """The checkout's tests in `files` pass with `venv`'s dependencies."""
     done = subprocess.run([str(venvs.python(venv)), "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
                           cwd=venvs.ROOT, env=venvs.environment(), capture_output=True, text=True, timeout=1100)
@@ -213,4 +213,4 @@ def test_the_settings_tests_pass_on_the_lowest_declared_pydantic_and_pydantic_se
                                           f"pydantic-settings=={venvs.floor('pydantic-settings')}"], extras="test")
     assert same(venvs.version(floor, "pydantic"), venvs.floor("pydantic"))
     assert same(venvs.version(floor, "pydantic-settings"), venvs.floor("pydantic-settings"))
-    tests_pass(floor, "tests/test_settings.py", "tests/test_previous_settings.py")
+    suite_passes(floor, "tests/test_settings.py", "tests/test_previous_settings.py")
