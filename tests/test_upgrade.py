@@ -97,10 +97,22 @@ class Worker:
             return err.code, json.loads(err.read() or b"null")
 
     def send(self, method: str, path: str, doc: dict[str, Any]) -> dict[str, Any]:
+        """The answer to a change (every one sent here is idempotent), sent again after a 503,
+        as a client does: a worker answers 503 when Redis does not answer within its timeout,
+        and 0.1.0's is 1 s, which the fleet's seeding of ~1,000,000 pairs can outlast."""
         req = urllib.request.Request(self.url + path, data=json.dumps(doc).encode(), method=method,
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read())
+
+        def answered() -> tuple[dict[str, Any]] | None:  # in a tuple: an empty answer is one too
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    return (json.loads(resp.read()),)
+            except urllib.error.HTTPError as err:
+                if err.code != 503:
+                    raise
+                return None
+
+        return until_sync(answered, 60, f"{method} {path} answered but 503", poll_s=0.5)[0]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
